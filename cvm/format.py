@@ -1,0 +1,139 @@
+"""The .cvm file: canonical msgpack; the model hash is keccak256 of the consensus bytes.
+
+File = msgpack map {"format": "cvm", "graph": <bin: consensus bytes>, "meta": <map: float metadata>}.
+Consensus bytes = msgpack of the graph with sorted map keys, no floats, little-endian raw arrays
+(docs/spec.md, "Model encoding"). Decoding re-encodes and rejects any file that is not canonical,
+so a model has exactly one encoding and one hash.
+"""
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+from eth_hash.auto import keccak
+
+from . import limits
+from .errors import FormatError
+from .ir import Graph, Input, Node
+from .values import DTYPE_NAMES, dtype_name
+
+FORMAT_NAME = "cvm"
+FORMAT_VERSION = 1
+
+
+def _canonical(obj) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True, strict_types=False)
+
+
+def _attr_value(v):
+    return list(v) if isinstance(v, (tuple, list)) else int(v)
+
+
+def graph_to_obj(graph: Graph) -> dict:
+    return {
+        "constants": [[name, dtype_name(v.dtype), list(v.shape), np.ascontiguousarray(v, v.dtype.newbyteorder("<")).tobytes()]
+                      for name, v in graph.constants.items()],
+        "inputs": [[i.name, list(i.shape), i.bits] for i in graph.inputs],
+        "nodes": [[n.op, list(n.inputs), n.output, {k: _attr_value(n.attrs[k]) for k in sorted(n.attrs)}]
+                  for n in graph.nodes],
+        "opset": graph.opset,
+        "outputs": list(graph.outputs),
+        "version": FORMAT_VERSION,
+    }
+
+
+def encode_graph(graph: Graph) -> bytes:
+    """The consensus bytes of a graph (what the model hash covers)."""
+    return _canonical(graph_to_obj(graph))
+
+
+def model_hash(consensus: bytes) -> bytes:
+    return keccak(consensus)
+
+
+def _unpack(data: bytes, what: str):
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as e:  # msgpack raises several unrelated types on garbage
+        raise FormatError(f"{what} is not valid msgpack: {type(e).__name__}: {e}") from None
+
+
+def _expect(cond: bool, message: str) -> None:
+    if not cond:
+        raise FormatError(message)
+
+
+def _ints(v, what: str) -> list[int]:
+    _expect(isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
+            f"{what} must be a list of integers")
+    return v
+
+
+def decode_graph(consensus: bytes) -> Graph:
+    obj = _unpack(consensus, "the graph")
+    _expect(isinstance(obj, dict) and sorted(obj) == ["constants", "inputs", "nodes", "opset", "outputs", "version"],
+            "the graph must be a map with keys constants, inputs, nodes, opset, outputs, version")
+    _expect(obj["version"] == FORMAT_VERSION, f"unsupported format version {obj['version']!r} (this CVM reads {FORMAT_VERSION})")
+    _expect(isinstance(obj["opset"], int), "opset must be an integer")
+    for key in ("constants", "inputs", "nodes", "outputs"):
+        _expect(isinstance(obj[key], list), f"{key} must be a list")
+    _expect(len(obj["nodes"]) <= limits.MAX_NODES, f"{len(obj['nodes'])} nodes > limit {limits.MAX_NODES}")
+
+    constants = {}
+    for entry in obj["constants"]:
+        _expect(isinstance(entry, list) and len(entry) == 4, "a constant must be [name, dtype, shape, data]")
+        name, dt, shape, data = entry
+        _expect(isinstance(name, str), "a constant name must be a string")
+        _expect(dt in DTYPE_NAMES, f"constant {name!r} has unknown dtype {dt!r}; allowed: {sorted(DTYPE_NAMES)}")
+        shape = _ints(shape, f"constant {name!r} shape")
+        _expect(len(shape) <= limits.MAX_RANK and all(0 < d <= limits.MAX_DIM for d in shape),
+                f"constant {name!r} has an invalid shape {shape}")
+        _expect(isinstance(data, bytes), f"constant {name!r} data must be bytes")
+        dtype = DTYPE_NAMES[dt]
+        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        _expect(len(data) == n * dtype.itemsize,
+                f"constant {name!r}: {len(data)} bytes of data for shape {shape} of {dt} ({n * dtype.itemsize} expected)")
+        _expect(name not in constants, f"constant {name!r} is defined twice")
+        constants[name] = np.frombuffer(data, dtype=dtype).reshape(shape)
+
+    inputs = []
+    for entry in obj["inputs"]:
+        _expect(isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+                and isinstance(entry[2], int), "an input must be [name, shape, bits]")
+        inputs.append(Input(entry[0], tuple(_ints(entry[1], f"input {entry[0]!r} shape")), entry[2]))
+
+    nodes = []
+    for entry in obj["nodes"]:
+        _expect(isinstance(entry, list) and len(entry) == 4, "a node must be [op, inputs, output, attrs]")
+        op, ins, out, attrs = entry
+        _expect(isinstance(op, str) and isinstance(out, str), "a node's op and output must be strings")
+        _expect(isinstance(ins, list) and all(isinstance(i, str) for i in ins), f"node {out!r}: inputs must be strings")
+        _expect(isinstance(attrs, dict), f"node {out!r}: attrs must be a map")
+        for k, v in attrs.items():
+            _expect(isinstance(v, int) and not isinstance(v, bool) or isinstance(v, list),
+                    f"node {out!r}: attribute {k!r} must be an integer or a list of integers")
+            if isinstance(v, list):
+                _ints(v, f"node {out!r} attribute {k!r}")
+        nodes.append(Node(op, tuple(ins), out, {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}))
+
+    outputs = obj["outputs"]
+    _expect(all(isinstance(o, str) for o in outputs), "outputs must be strings")
+    graph = Graph(inputs, constants, nodes, outputs, obj["opset"])
+    _expect(encode_graph(graph) == consensus, "the graph encoding is not canonical (re-encoding gives other bytes)")
+    return graph
+
+
+def encode_file(consensus: bytes, meta: dict) -> bytes:
+    return msgpack.packb({"format": FORMAT_NAME, "graph": consensus, "meta": meta}, use_bin_type=True)
+
+
+def decode_file(data: bytes) -> tuple[bytes, dict]:
+    """Split a .cvm file into consensus bytes and metadata."""
+    if len(data) > limits.MAX_FILE_BYTES:
+        raise FormatError(f"file is {len(data)} bytes > limit {limits.MAX_FILE_BYTES}")
+    obj = _unpack(data, "the file")
+    _expect(isinstance(obj, dict) and obj.get("format") == FORMAT_NAME,
+            "not a .cvm file (expected a msgpack map with format 'cvm')")
+    _expect(sorted(obj) == ["format", "graph", "meta"], "a .cvm file must have exactly the keys format, graph, meta")
+    _expect(isinstance(obj["graph"], bytes), "graph must be bytes")
+    _expect(isinstance(obj["meta"], dict), "meta must be a map")
+    return obj["graph"], obj["meta"]

@@ -1,0 +1,15 @@
+"""Hard limits on untrusted models, checked before any allocation (docs/spec.md, "Limits")."""
+
+MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_NODES = 4096
+MAX_RANK = 6
+MAX_DIM = 1 << 20
+MAX_TENSOR_ELEMENTS = 1 << 24  # per sample, any tensor
+MAX_CONSTANT_ELEMENTS = 1 << 26  # all constants together
+MAX_ACTIVATION_BYTES = 1 << 28  # per sample, sum of all activation tensors
+MAX_BATCH = 1 << 16
+MAX_RUN_BYTES = 1 << 31  # batch x per-sample activation bytes, checked before a run allocates
+MAX_NAME_LENGTH = 128
+MAX_LUT_SIZE = 1 << 16
+MAX_SHIFT = 62
+MAX_BITS = 32  # every tensor must fit int32

@@ -1,0 +1,214 @@
+"""Model: a verified integer graph with its hash, gas, I/O specs, float metadata and backends."""
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from . import limits
+from .errors import FormatError, GasLimitExceeded, InputError
+from .format import decode_file, decode_graph, encode_file, encode_graph, model_hash
+from .ir import Graph
+from .values import bits_max, storage_dtype
+from .verify import Analysis, verify
+
+BACKENDS = {"reference": "cvm.interp.reference", "numba": "cvm.interp.numba", "fhe": "cvm.interp.fhe"}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple  # (None, *per_sample_shape): the batch axis first
+    bits: int
+    dtype: np.dtype
+    scale: float | None  # float value = integer * scale (from the unhashed metadata)
+
+
+class Model:
+    """Construct with `Model(graph, meta)`, `cvm.load(path)` or `cvm.loads(bytes)`; always verified."""
+
+    def __init__(self, graph: Graph, meta: Mapping | None = None):
+        self.graph = graph
+        self.analysis: Analysis = verify(graph)
+        self.consensus_bytes = encode_graph(graph)
+        self.hash: bytes = model_hash(self.consensus_bytes)
+        self.meta: dict = dict(meta or {})
+        self._runners: dict = {}
+        in_scales, out_scales = self.meta.get("input_scales", {}), self.meta.get("output_scales", {})
+        self.inputs = [TensorSpec(i.name, (None, *i.shape), i.bits, storage_dtype(i.bits), in_scales.get(i.name))
+                       for i in graph.inputs]
+        self.outputs = []
+        for name in graph.outputs:
+            info = self.analysis.tensors[name]
+            self.outputs.append(TensorSpec(name, (None, *info.shape), info.bits, storage_dtype(info.bits),
+                                           out_scales.get(name)))
+
+    # ------------------------------------------------------------ files
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Model":
+        consensus, meta = decode_file(data)
+        return cls(decode_graph(consensus), meta)
+
+    def to_bytes(self) -> bytes:
+        return encode_file(self.consensus_bytes, self.meta)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write atomically: a crash leaves either the old file or the new one, never half of one."""
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.to_bytes())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @property
+    def hash_hex(self) -> str:
+        return "0x" + self.hash.hex()
+
+    @property
+    def gas(self) -> int:
+        """Static cost of one sample; a run of batch B costs gas * B."""
+        return self.analysis.gas
+
+    # ------------------------------------------------------------ running
+
+    def _normalize_inputs(self, inputs) -> tuple[dict[str, np.ndarray], int]:
+        if isinstance(inputs, Mapping):
+            missing = [s.name for s in self.inputs if s.name not in inputs]
+            extra = [k for k in inputs if k not in {s.name for s in self.inputs}]
+            if missing or extra:
+                raise InputError(f"inputs must be exactly {[s.name for s in self.inputs]}; "
+                                 f"missing {missing}, unexpected {extra}")
+            named = dict(inputs)
+        else:
+            if len(self.inputs) != 1:
+                raise InputError(f"this model has {len(self.inputs)} inputs: pass a dict of {[s.name for s in self.inputs]}")
+            named = {self.inputs[0].name: inputs}
+        batch = None
+        out = {}
+        for spec in self.inputs:
+            x = np.asarray(named[spec.name])
+            if x.dtype.kind not in "iu":
+                raise InputError(f"input {spec.name!r} must hold integers, got dtype {x.dtype} "
+                                 "(use Model.quantize_input for float data)")
+            if x.ndim != len(spec.shape) or x.shape[1:] != spec.shape[1:]:
+                raise InputError(f"input {spec.name!r} must have shape (batch, {', '.join(map(str, spec.shape[1:]))}), "
+                                 f"got {x.shape}")
+            if not 1 <= x.shape[0] <= limits.MAX_BATCH:
+                raise InputError(f"batch size {x.shape[0]} must be in 1..{limits.MAX_BATCH}")
+            if batch is not None and x.shape[0] != batch:
+                raise InputError(f"inputs disagree on the batch size ({batch} vs {x.shape[0]})")
+            batch = x.shape[0]
+            m = bits_max(spec.bits)
+            lo, hi = int(x.min()), int(x.max())
+            if lo < -m or hi > m:
+                raise InputError(f"input {spec.name!r} holds values in [{lo}, {hi}], outside its {spec.bits}-bit "
+                                 f"range [{-m}, {m}]")
+            out[spec.name] = x.astype(spec.dtype, copy=False)
+        return out, batch
+
+    def cost(self, batch: int = 1) -> int:
+        return self.gas * batch
+
+    def run(self, inputs, backend: str = "numba", gas_limit: int | None = None, **options):
+        """Integers in, integers out. Inputs: an array (one input) or a dict; outputs likewise."""
+        named, batch = self._normalize_inputs(inputs)
+        needed = self.cost(batch)
+        if gas_limit is not None and needed > gas_limit:
+            raise GasLimitExceeded(needed, gas_limit)
+        if batch * self.analysis.activation_bytes > limits.MAX_RUN_BYTES:
+            raise InputError(f"batch {batch} needs {batch * self.analysis.activation_bytes} bytes of activations "
+                             f"> limit {limits.MAX_RUN_BYTES}; run smaller batches")
+        outputs = self.runner(backend)(named, **options)
+        return outputs if len(outputs) > 1 else next(iter(outputs.values()))
+
+    def runner(self, backend: str):
+        """The prepared runner of a backend (compiled once per model and backend)."""
+        if backend not in self._runners:
+            if backend not in BACKENDS:
+                raise ValueError(f"unknown backend {backend!r}; choose from {sorted(BACKENDS)}")
+            module = importlib.import_module(BACKENDS[backend])
+            self._runners[backend] = module.prepare(self.graph, self.analysis)
+        return self._runners[backend]
+
+    # ------------------------------------------------------------ float boundary (off-chain helpers)
+
+    def _spec(self, specs: list[TensorSpec], name: str | None) -> TensorSpec:
+        if name is None:
+            if len(specs) != 1:
+                raise InputError("name the tensor: the model has several")
+            return specs[0]
+        for s in specs:
+            if s.name == name:
+                return s
+        raise InputError(f"no tensor named {name!r}")
+
+    def quantize_input(self, x, name: str | None = None) -> np.ndarray:
+        """round(x / scale) clipped to the input's bits (round half to even, as numpy.rint)."""
+        spec = self._spec(self.inputs, name)
+        if spec.scale is None:
+            raise InputError(f"input {spec.name!r} has no scale in the model metadata")
+        m = bits_max(spec.bits)
+        return np.clip(np.rint(np.asarray(x, np.float64) / spec.scale), -m, m).astype(spec.dtype)
+
+    def dequantize_output(self, y, name: str | None = None) -> np.ndarray:
+        spec = self._spec(self.outputs, name)
+        if spec.scale is None:
+            raise InputError(f"output {spec.name!r} has no scale in the model metadata")
+        return np.asarray(y, np.float64) * np.asarray(spec.scale, np.float64)
+
+    # ------------------------------------------------------------ wire format (precompile, oracle)
+
+    def _encode(self, spec: TensorSpec, array) -> bytes:
+        a = np.asarray(array)
+        if a.shape[1:] != spec.shape[1:]:
+            raise InputError(f"{spec.name!r} must have shape (batch, {', '.join(map(str, spec.shape[1:]))}), got {a.shape}")
+        return np.ascontiguousarray(a, spec.dtype.newbyteorder("<")).tobytes()
+
+    def _decode(self, spec: TensorSpec, data: bytes) -> np.ndarray:
+        per_sample = int(np.prod(spec.shape[1:], dtype=np.int64)) * spec.dtype.itemsize
+        if len(data) == 0 or len(data) % per_sample:
+            raise InputError(f"{len(data)} bytes is not a whole number of {spec.name!r} samples ({per_sample} bytes each)")
+        arr = np.frombuffer(data, spec.dtype.newbyteorder("<")).astype(spec.dtype)
+        return arr.reshape((-1, *spec.shape[1:]))
+
+    def encode_input(self, array) -> bytes:
+        return self._encode(self._spec(self.inputs, None), array)
+
+    def decode_input(self, data: bytes) -> np.ndarray:
+        return self._decode(self._spec(self.inputs, None), data)
+
+    def encode_output(self, array) -> bytes:
+        return self._encode(self._spec(self.outputs, None), array)
+
+    def decode_output(self, data: bytes) -> np.ndarray:
+        return self._decode(self._spec(self.outputs, None), data)
+
+    def __repr__(self) -> str:
+        return f"<cvm.Model {self.hash_hex[:18]}… {len(self.graph.nodes)} nodes, gas {self.gas}>"
+
+
+def load(path: str | os.PathLike) -> Model:
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise FormatError(f"cannot read model file {path}: {e.strerror}") from None
+    if size > limits.MAX_FILE_BYTES:
+        raise FormatError(f"model file {path} is {size} bytes > limit {limits.MAX_FILE_BYTES}")
+    return Model.from_bytes(path.read_bytes())
+
+
+def loads(data: bytes) -> Model:
+    return Model.from_bytes(data)

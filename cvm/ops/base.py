@@ -1,0 +1,124 @@
+"""What an op is: its attributes, shape rule, bound rule, cost and reference semantics, in one record.
+
+Shapes are per sample: every activation carries an implicit leading batch axis at run time, and
+attribute axes count from the first per-sample axis. Constants have no batch axis.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+Shape = tuple[int, ...]
+
+
+class RuleError(Exception):
+    """An op rule is broken; the verifier adds the node name and turns it into a VerifyError."""
+
+    def __init__(self, rule: str, message: str):
+        self.rule = rule
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """What the verifier knows about one input of a node: shape, proven interval, and the
+    constant's values when the input is a constant."""
+
+    shape: Shape
+    lo: int
+    hi: int
+    const: np.ndarray | None = None
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+
+@dataclass(frozen=True)
+class Attr:
+    kind: str  # "int" or "ints"
+    default: object = None  # None means required
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    min_inputs: int
+    max_inputs: int  # -1 means variadic
+    attrs: dict[str, Attr]
+    shape: Callable[[Sequence[Arg], dict], Shape]
+    bound: Callable[[Sequence[Arg], dict, Shape], tuple[int, int]]
+    cost: Callable[[Sequence[Arg], dict, Shape], int]
+    reference: Callable[..., np.ndarray]
+    const_inputs: tuple[int, ...] = ()  # input positions that must be constants
+    activation_inputs: tuple[int, ...] = ()  # input positions that must not be constants
+    doc: str = field(default="", repr=False)
+
+    def resolve_attrs(self, attrs: dict) -> dict:
+        """Fill defaults and reject unknown or ill-typed attributes."""
+        unknown = set(attrs) - set(self.attrs)
+        if unknown:
+            raise RuleError("attrs.unknown", f"{self.name} has no attribute {sorted(unknown)[0]!r}")
+        out = {}
+        for name, spec in self.attrs.items():
+            value = attrs.get(name, spec.default)
+            if value is None:
+                raise RuleError("attrs.missing", f"{self.name} needs attribute {name!r}")
+            if spec.kind == "int" and not _is_int(value):
+                raise RuleError("attrs.type", f"{self.name} attribute {name!r} must be an int")
+            if spec.kind == "ints" and not (isinstance(value, (list, tuple)) and all(map(_is_int, value))):
+                raise RuleError("attrs.type", f"{self.name} attribute {name!r} must be a list of ints")
+            out[name] = tuple(int(v) for v in value) if spec.kind == "ints" else int(value)
+        return out
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def elements(shape: Shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def require(cond: bool, rule: str, message: str) -> None:
+    if not cond:
+        raise RuleError(rule, message)
+
+
+def check_axis(axis: int, rank: int, what: str = "axis") -> int:
+    require(0 <= axis < rank, "attrs.axis", f"{what} {axis} out of range for a rank-{rank} sample")
+    return axis
+
+
+def broadcast_shapes(*shapes: Shape) -> Shape:
+    """numpy broadcasting, right-aligned, on per-sample shapes."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise RuleError("shape.broadcast", f"shapes {' and '.join(map(str, shapes))} do not broadcast")
+
+
+def interval_of(arg: Arg) -> tuple[int, int]:
+    return arg.lo, arg.hi
+
+
+def corners(f, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    """Bound of f over a box, for f monotone in each argument separately."""
+    vals = [f(x, y) for x in a for y in b]
+    return min(vals), max(vals)
+
+
+def const_interval(values: np.ndarray) -> tuple[int, int]:
+    if values.size == 0:
+        return 0, 0
+    return int(values.min()), int(values.max())
+
+
+def with_batch(axes) -> tuple[int, ...]:
+    """Per-sample axes -> axes of the batched array."""
+    return tuple(a + 1 for a in axes)

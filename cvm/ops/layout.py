@@ -1,0 +1,103 @@
+"""Ops that move values without changing them: reshape, flatten, transpose, concat, pad, slice."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import gas
+from .base import Attr, OpDef, elements, require, with_batch
+
+
+def _same_bound(args, a, out):
+    return args[0].lo, args[0].hi
+
+
+def _copy_cost(args, a, out):
+    return elements(out) * gas.GAS_PER_ELEMENT
+
+
+def reshape_shape(args, a):
+    shape = a["shape"]
+    require(len(shape) >= 1 and min(shape) >= 1, "attrs.shape", f"reshape target {list(shape)} must be positive dims")
+    require(elements(shape) == elements(args[0].shape), "shape.reshape",
+            f"cannot reshape {args[0].shape} ({elements(args[0].shape)} elements) to {tuple(shape)}")
+    return tuple(shape)
+
+
+RESHAPE = OpDef("reshape", 1, 1, {"shape": Attr("ints")}, reshape_shape, _same_bound, _copy_cost,
+                lambda x, *, shape: x.reshape((x.shape[0],) + tuple(shape)),
+                activation_inputs=(0,), doc="row-major reshape of each sample")
+
+FLATTEN = OpDef("flatten", 1, 1, {}, lambda args, a: (elements(args[0].shape),), _same_bound, _copy_cost,
+                lambda x: x.reshape(x.shape[0], -1), activation_inputs=(0,),
+                doc="row-major flatten of each sample to one axis")
+
+
+def transpose_shape(args, a):
+    perm, x = a["perm"], args[0].shape
+    require(sorted(perm) == list(range(len(x))), "attrs.perm", f"perm {list(perm)} is not a permutation of {len(x)} axes")
+    return tuple(x[p] for p in perm)
+
+
+TRANSPOSE = OpDef("transpose", 1, 1, {"perm": Attr("ints")}, transpose_shape, _same_bound, _copy_cost,
+                  lambda x, *, perm: x.transpose((0,) + with_batch(perm)), activation_inputs=(0,),
+                  doc="y = x with per-sample axes permuted")
+
+
+def concat_shape(args, a):
+    shapes, ax = [x.shape for x in args], a["axis"]
+    require(any(not x.is_const for x in args), "node.const_only", "concat needs at least one activation input")
+    rank = len(shapes[0])
+    require(all(len(s) == rank for s in shapes), "shape.rank", f"concat inputs differ in rank: {shapes}")
+    require(0 <= ax < rank, "attrs.axis", f"axis {ax} out of range for rank {rank}")
+    require(all(s[:ax] + s[ax + 1:] == shapes[0][:ax] + shapes[0][ax + 1:] for s in shapes), "shape.concat",
+            f"concat inputs differ off axis {ax}: {shapes}")
+    return shapes[0][:ax] + (sum(s[ax] for s in shapes),) + shapes[0][ax + 1:]
+
+
+def concat_ref(*xs, axis):
+    nd = max(x.ndim for x in xs)
+    batch = next(x.shape[0] for x in xs if x.ndim == nd)
+    xs = [x if x.ndim == nd else np.broadcast_to(x, (batch,) + x.shape) for x in xs]
+    return np.concatenate(xs, axis=axis + 1)
+
+
+CONCAT = OpDef("concat", 1, -1, {"axis": Attr("int")}, concat_shape,
+               lambda args, a, out: (min(x.lo for x in args), max(x.hi for x in args)), _copy_cost, concat_ref,
+               doc="y = inputs joined along axis (constants are repeated over the batch)")
+
+
+def pad_shape(args, a):
+    x, pads = args[0].shape, a["pads"]
+    require(len(pads) == 2 * len(x) and min(pads) >= 0, "attrs.pads",
+            f"pads must be {2 * len(x)} ints >= 0 (all begins, then all ends), got {list(pads)}")
+    return tuple(d + pads[i] + pads[i + len(x)] for i, d in enumerate(x))
+
+
+def pad_ref(x, *, pads, value):
+    r = x.ndim - 1
+    return np.pad(x, [(0, 0)] + [(pads[i], pads[i + r]) for i in range(r)], constant_values=value)
+
+
+PAD = OpDef("pad", 1, 1, {"pads": Attr("ints"), "value": Attr("int", 0)}, pad_shape,
+            lambda args, a, out: (min(args[0].lo, a["value"]), max(args[0].hi, a["value"])), _copy_cost, pad_ref,
+            activation_inputs=(0,), doc="constant padding of each sample with value")
+
+
+def slice_shape(args, a):
+    x = args[0].shape
+    starts, ends, steps = a["starts"], a["ends"], a["steps"]
+    require(len(starts) == len(ends) == len(steps) == len(x), "attrs.slice",
+            f"starts, ends and steps need one entry per axis ({len(x)})")
+    out = []
+    for d, s, e, k in zip(x, starts, ends, steps):
+        require(k >= 1 and 0 <= s < e <= d, "attrs.slice", f"slice [{s}:{e}:{k}] is not a non-empty range of 0..{d}")
+        out.append((e - s + k - 1) // k)
+    return tuple(out)
+
+
+SLICE = OpDef("slice", 1, 1, {"starts": Attr("ints"), "ends": Attr("ints"), "steps": Attr("ints")}, slice_shape,
+              _same_bound, _copy_cost,
+              lambda x, *, starts, ends, steps: x[(slice(None),) + tuple(map(slice, starts, ends, steps))],
+              activation_inputs=(0,), doc="y = x[starts:ends:steps] on every per-sample axis")
+
+OPS = [RESHAPE, FLATTEN, TRANSPOSE, CONCAT, PAD, SLICE]

@@ -1,0 +1,96 @@
+"""Window and axis reductions: max_pool2d, sum, max."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import gas
+from .base import Attr, OpDef, elements, require, with_batch
+
+_SENTINEL = np.iinfo(np.int64).min
+
+
+def _pool_geometry(shape, a):
+    (_, h, w), (kh, kw) = shape, a["kernel"]
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilations"], a["pads"]
+    return (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+
+
+def _taps_hit(n_out, size, k, s, d, pad_before) -> bool:
+    """Every window along one axis has at least one tap inside the unpadded input."""
+    return all(any(0 <= o * s + t * d - pad_before < size for t in range(k)) for o in range(n_out))
+
+
+def max_pool2d_shape(args, a):
+    x = args[0].shape
+    require(len(x) == 3, "shape.rank", f"max_pool2d input must be [C,H,W] per sample, got {x}")
+    for key, n in (("kernel", 2), ("strides", 2), ("dilations", 2)):
+        require(len(a[key]) == n and min(a[key]) >= 1, f"attrs.{key}", f"{key} must be {n} ints >= 1")
+    require(len(a["pads"]) == 4 and min(a["pads"]) >= 0, "attrs.pads", "pads must be 4 ints >= 0")
+    oh, ow = _pool_geometry(x, a)
+    require(oh >= 1 and ow >= 1, "shape.empty", f"max_pool2d output would be empty ({oh}x{ow})")
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = a["kernel"], a["strides"], a["dilations"], a["pads"]
+    require(_taps_hit(oh, x[1], kh, sh, dh, pt) and _taps_hit(ow, x[2], kw, sw, dw, pl), "attrs.pads",
+            "a max_pool2d window would lie entirely in the padding")
+    return (x[0], oh, ow)
+
+
+def max_pool2d_cost(args, a, out):
+    return elements(out) * (a["kernel"][0] * a["kernel"][1] * gas.GAS_PER_COMPARE + gas.GAS_PER_ELEMENT)
+
+
+def max_pool2d_ref(x, *, kernel, strides, pads, dilations):
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = kernel, strides, dilations, pads
+    oh, ow = _pool_geometry(x.shape[1:], dict(kernel=kernel, strides=strides, dilations=dilations, pads=pads))
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=_SENTINEL)
+    out = np.full(x.shape[:2] + (oh, ow), _SENTINEL, np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            tap = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+            out = np.maximum(out, tap)
+    return out
+
+
+MAX_POOL2D = OpDef(
+    "max_pool2d", 1, 1,
+    {"kernel": Attr("ints"), "strides": Attr("ints", (1, 1)), "pads": Attr("ints", (0, 0, 0, 0)),
+     "dilations": Attr("ints", (1, 1))},
+    max_pool2d_shape, lambda args, a, out: (args[0].lo, args[0].hi), max_pool2d_cost, max_pool2d_ref,
+    activation_inputs=(0,), doc="y[c,i,j] = max over the window's taps inside the input (padding is ignored)",
+)
+
+
+def _reduce_shape(args, a):
+    x, axes = args[0].shape, a["axes"]
+    require(len(axes) >= 1 and len(set(axes)) == len(axes) and all(0 <= ax < len(x) for ax in axes),
+            "attrs.axes", f"axes {list(axes)} must be distinct per-sample axes of a rank-{len(x)} sample")
+    require(a["keepdims"] in (0, 1), "attrs.keepdims", "keepdims must be 0 or 1")
+    if a["keepdims"]:
+        return tuple(1 if i in axes else d for i, d in enumerate(x))
+    out = tuple(d for i, d in enumerate(x) if i not in axes)
+    require(len(out) >= 1, "shape.rank", "a reduction may not remove every per-sample axis (use keepdims=1)")
+    return out
+
+
+def _reduce_count(args, a) -> int:
+    return elements(tuple(args[0].shape[ax] for ax in a["axes"]))
+
+
+def sum_bound(args, a, out):
+    n = _reduce_count(args, a)
+    return n * args[0].lo, n * args[0].hi
+
+
+def _reduce_cost(args, a, out):
+    return elements(args[0].shape) * gas.GAS_PER_COMPARE + elements(out) * gas.GAS_PER_ELEMENT
+
+
+_REDUCE_ATTRS = {"axes": Attr("ints"), "keepdims": Attr("int", 1)}
+
+SUM = OpDef("sum", 1, 1, _REDUCE_ATTRS, _reduce_shape, sum_bound, _reduce_cost,
+            lambda x, *, axes, keepdims: x.sum(axis=with_batch(axes), keepdims=bool(keepdims)),
+            activation_inputs=(0,), doc="y = sum of x over axes")
+MAX = OpDef("max", 1, 1, _REDUCE_ATTRS, _reduce_shape, lambda args, a, out: (args[0].lo, args[0].hi), _reduce_cost,
+            lambda x, *, axes, keepdims: x.max(axis=with_batch(axes), keepdims=bool(keepdims)),
+            activation_inputs=(0,), doc="y = max of x over axes")
+
+OPS = [MAX_POOL2D, SUM, MAX]

@@ -1,0 +1,123 @@
+"""The only ops that round or look up: requant (multiply + rounding right shift + clip), lut, div."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import gas
+from ..limits import MAX_BITS, MAX_LUT_SIZE, MAX_SHIFT
+from ..values import bits_max
+from .base import Attr, OpDef, RuleError, broadcast_shapes, corners, elements, require
+
+INT64_MAX = (1 << 63) - 1
+
+
+def round_shift(v, shift: int):
+    """floor((v + 2^(s-1)) / 2^s): round half up (toward +inf); s = 0 leaves v unchanged.
+
+    Works on Python ints and int64 numpy arrays (>> on signed integers is floor division)."""
+    if shift == 0:
+        return v
+    return (v + (1 << (shift - 1))) >> shift
+
+
+# ---------------------------------------------------------------- requant
+
+def requant_shape(args, a):
+    x, m = args[0].shape, args[1].shape
+    require(0 <= a["shift"] <= MAX_SHIFT, "attrs.shift", f"shift must be in 0..{MAX_SHIFT}, got {a['shift']}")
+    require(1 <= a["bits"] <= MAX_BITS, "attrs.bits", f"bits must be in 1..{MAX_BITS}, got {a['bits']}")
+    require(len(m) == 1, "shape.multiplier", f"multiplier must be 1-D, got shape {m}")
+    if m[0] != 1:
+        require(0 <= a["axis"] < len(x), "attrs.axis", f"axis {a['axis']} out of range for a rank-{len(x)} sample")
+        require(x[a["axis"]] == m[0], "shape.multiplier",
+                f"{m[0]} multipliers for {x[a['axis']]} channels on axis {a['axis']}")
+    require(int(args[1].const.min()) >= 0, "value.multiplier", "multipliers must be >= 0")
+    return x
+
+
+def requant_bound(args, a, out):
+    x, m, s, b = args[0], args[1].const, a["shift"], a["bits"]
+    mmax = int(m.max())
+    worst = max(abs(x.lo), abs(x.hi)) * mmax + (1 << s >> 1)
+    if worst > INT64_MAX:
+        raise RuleError("bits.int64", f"x*multiplier + rounding term may reach {worst}, beyond int64")
+    lim = bits_max(b)
+    lo = min(round_shift(x.lo * int(v), s) for v in (int(m.min()), mmax))
+    hi = max(round_shift(x.hi * int(v), s) for v in (int(m.min()), mmax))
+    return min(max(lo, -lim), lim), min(max(hi, -lim), lim)
+
+
+def requant_cost(args, a, out):
+    return elements(out) * (gas.GAS_PER_REQUANT + gas.GAS_PER_ELEMENT)
+
+
+def requant_ref(x, m, *, shift, bits, axis):
+    if m.shape[0] != 1:
+        m = m.reshape((m.shape[0],) + (1,) * (x.ndim - 2 - axis))
+    lim = bits_max(bits)
+    return np.clip(round_shift(x * m, shift), -lim, lim)
+
+
+REQUANT = OpDef(
+    "requant", 2, 2, {"shift": Attr("int"), "bits": Attr("int"), "axis": Attr("int", 0)},
+    requant_shape, requant_bound, requant_cost, requant_ref,
+    const_inputs=(1,), activation_inputs=(0,),
+    doc="y = clip(floor((x*m + 2^(s-1)) / 2^s), -(2^(bits-1)-1), 2^(bits-1)-1); m per tensor or along axis",
+)
+
+
+# ---------------------------------------------------------------- lut
+
+def lut_shape(args, a):
+    t = args[1].shape
+    require(len(t) == 1 and 1 <= t[0] <= MAX_LUT_SIZE, "shape.table", f"table must be 1-D with 1..{MAX_LUT_SIZE} entries, got {t}")
+    x, off = args[0], a["offset"]
+    require(off <= x.lo and x.hi - off < t[0], "value.lut_domain",
+            f"input interval [{x.lo}, {x.hi}] is not covered by the table's domain [{off}, {off + t[0] - 1}]")
+    return x.shape
+
+
+def lut_bound(args, a, out):
+    reach = args[1].const[args[0].lo - a["offset"]: args[0].hi - a["offset"] + 1]
+    return int(reach.min()), int(reach.max())
+
+
+def lut_cost(args, a, out):
+    return elements(out) * (gas.GAS_PER_LOOKUP + gas.GAS_PER_ELEMENT)
+
+
+def lut_ref(x, table, *, offset):
+    return table[x - offset]
+
+
+LUT = OpDef("lut", 2, 2, {"offset": Attr("int")}, lut_shape, lut_bound, lut_cost, lut_ref,
+            const_inputs=(1,), activation_inputs=(0,), doc="y = table[x - offset]")
+
+
+# ---------------------------------------------------------------- div
+
+def div_shape(args, a):
+    require(args[1].lo >= 1, "value.divisor", f"divisor interval [{args[1].lo}, {args[1].hi}] is not proven >= 1")
+    out = broadcast_shapes(args[0].shape, args[1].shape)
+    act_rank = max(len(x.shape) for x in args if not x.is_const)
+    require(len(out) == act_rank, "shape.const_rank", "a constant operand has more axes than the activation")
+    return out
+
+
+def div_exact(x, d):
+    """floor((2x + d) / (2d)) = round(x / d), halves toward +inf; d >= 1."""
+    return (2 * x + d) // (2 * d)
+
+
+def div_bound(args, a, out):
+    return corners(div_exact, (args[0].lo, args[0].hi), (args[1].lo, args[1].hi))
+
+
+def div_cost(args, a, out):
+    return elements(out) * (gas.GAS_PER_DIVISION + gas.GAS_PER_ELEMENT)
+
+
+DIV = OpDef("div", 2, 2, {}, div_shape, div_bound, div_cost, lambda x, d: div_exact(x, d),
+            activation_inputs=(0,), doc="y = floor((2x + d) / (2d)), d proven >= 1")
+
+OPS = [REQUANT, LUT, DIV]
