@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.28;
+
+/// @title ModelRegistry
+/// @notice Authors register CVM models by their hash (keccak256 of the model's consensus part)
+/// together with where to fetch the file, the shape of one input and one output sample, the
+/// model's static gas cost and the hash of its calibration data. An entry belongs to its author:
+/// only the author may change its URI or deprecate it. The hash, specs and gas never change.
+contract ModelRegistry {
+    /// Shape of one sample (the batch dimension left out) and the value width in bits (1..32).
+    /// Values are stored on the wire as int8, int16 or int32 little-endian, chosen by `bits`.
+    struct TensorSpec {
+        uint32[] shape;
+        uint8 bits;
+    }
+
+    struct Model {
+        address author;
+        bool deprecated;
+        uint64 gas; // static CVM cost of one sample
+        uint32 inputBytes; // wire size of one input sample
+        uint32 outputBytes; // wire size of one output sample
+        bytes32 calibrationHash;
+        string uri;
+        TensorSpec input;
+        TensorSpec output;
+    }
+
+    uint8 public constant MAX_BITS = 32;
+    uint256 public constant MAX_RANK = 8;
+    uint256 public constant MAX_SAMPLE_BYTES = 1 << 24;
+
+    mapping(bytes32 => Model) private _models;
+
+    event ModelRegistered(bytes32 indexed modelHash, address indexed author, string uri, uint64 gas);
+    event ModelURIUpdated(bytes32 indexed modelHash, string uri);
+    event ModelDeprecated(bytes32 indexed modelHash);
+
+    error ZeroModelHash();
+    error ZeroGas();
+    error AlreadyRegistered(bytes32 modelHash);
+    error UnknownModel(bytes32 modelHash);
+    error NotAuthor(bytes32 modelHash, address caller);
+    error AlreadyDeprecated(bytes32 modelHash);
+    error InvalidTensorSpec();
+
+    modifier onlyAuthor(bytes32 modelHash) {
+        address author = _models[modelHash].author;
+        if (author == address(0)) revert UnknownModel(modelHash);
+        if (author != msg.sender) revert NotAuthor(modelHash, msg.sender);
+        _;
+    }
+
+    function register(
+        bytes32 modelHash,
+        string calldata uri,
+        TensorSpec calldata input,
+        TensorSpec calldata output,
+        uint64 gas,
+        bytes32 calibrationHash
+    ) external {
+        if (modelHash == bytes32(0)) revert ZeroModelHash();
+        if (gas == 0) revert ZeroGas();
+        if (_models[modelHash].author != address(0)) revert AlreadyRegistered(modelHash);
+
+        Model storage m = _models[modelHash];
+        m.author = msg.sender;
+        m.gas = gas;
+        m.inputBytes = sampleBytes(input);
+        m.outputBytes = sampleBytes(output);
+        m.calibrationHash = calibrationHash;
+        m.uri = uri;
+        m.input = input;
+        m.output = output;
+        emit ModelRegistered(modelHash, msg.sender, uri, gas);
+    }
+
+    function updateURI(bytes32 modelHash, string calldata uri) external onlyAuthor(modelHash) {
+        _models[modelHash].uri = uri;
+        emit ModelURIUpdated(modelHash, uri);
+    }
+
+    function deprecate(bytes32 modelHash) external onlyAuthor(modelHash) {
+        Model storage m = _models[modelHash];
+        if (m.deprecated) revert AlreadyDeprecated(modelHash);
+        m.deprecated = true;
+        emit ModelDeprecated(modelHash);
+    }
+
+    function getModel(bytes32 modelHash) external view returns (Model memory) {
+        Model storage m = _models[modelHash];
+        if (m.author == address(0)) revert UnknownModel(modelHash);
+        return m;
+    }
+
+    /// True when the model is registered and not deprecated: new requests may use it.
+    function isActive(bytes32 modelHash) external view returns (bool) {
+        Model storage m = _models[modelHash];
+        return m.author != address(0) && !m.deprecated;
+    }
+
+    function inputBytes(bytes32 modelHash) external view returns (uint256) {
+        return _models[modelHash].inputBytes;
+    }
+
+    function outputBytes(bytes32 modelHash) external view returns (uint256) {
+        return _models[modelHash].outputBytes;
+    }
+
+    /// Bytes of one element on the wire: the storage type that `bits` selects.
+    function elementBytes(uint8 bits) public pure returns (uint32) {
+        if (bits == 0 || bits > MAX_BITS) revert InvalidTensorSpec();
+        if (bits <= 8) return 1;
+        if (bits <= 16) return 2;
+        return 4;
+    }
+
+    /// Wire size of one sample of `spec`; reverts on an empty shape, a zero dimension or a
+    /// sample larger than MAX_SAMPLE_BYTES.
+    function sampleBytes(TensorSpec calldata spec) public pure returns (uint32) {
+        uint256 rank = spec.shape.length;
+        if (rank == 0 || rank > MAX_RANK) revert InvalidTensorSpec();
+        uint256 size = elementBytes(spec.bits);
+        for (uint256 i = 0; i < rank; i++) {
+            uint256 dim = spec.shape[i];
+            if (dim == 0) revert InvalidTensorSpec();
+            size *= dim;
+            if (size > MAX_SAMPLE_BYTES) revert InvalidTensorSpec();
+        }
+        return uint32(size);
+    }
+}
