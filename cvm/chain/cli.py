@@ -1,0 +1,49 @@
+"""`cvm demo` and `cvm node`: registered into the main `cvm` command by cvm/cli.py.
+
+The handlers import the chain modules when they run, so `cvm --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from cvm.chain.demo import run_demo
+
+    return run_demo(model_path=args.model, data_path=args.data, index=args.index, backend=args.backend)
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    from cvm.chain.node import run_node
+
+    return run_node(args)
+
+
+def add_node_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rpc", required=True, help="JSON-RPC URL of the chain")
+    p.add_argument("--key", required=True, help="operator private key: hex, env:NAME or a file path")
+    p.add_argument("--oracle", required=True, help="InferenceOracle address")
+    p.add_argument("--models", required=True, help="model store directory (files named by model hash)")
+    p.add_argument("--db", help="SQLite file for pending work (default: node-<address>.sqlite in --models)")
+    p.add_argument("--backend", default="numba", choices=["numba", "reference"])
+    p.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
+    p.add_argument("--from-block", type=int, default=0, help="first block to scan on a new database")
+    p.add_argument("-v", "--verbose", action="store_true")
+
+
+def register(subparsers) -> None:
+    s = subparsers.add_parser("demo", help="end-to-end demo on the embedded chain: oracle consensus and precompile")
+    s.add_argument("--model", help="a .cvm digit classifier (default: the committed fixture)")
+    s.add_argument("--data", help=".npz test data with x (float images) and y (labels)")
+    s.add_argument("--index", type=int, default=0, help="which test image to classify")
+    s.add_argument("--backend", default="numba", choices=["numba", "reference"])
+    s.add_argument("-v", "--verbose", action="store_true", help="show the operators' logs")
+    s.set_defaults(func=cmd_demo)
+
+    s = subparsers.add_parser("node", help="run an oracle node operator against a JSON-RPC chain")
+    add_node_arguments(s)
+    s.set_defaults(func=cmd_node)

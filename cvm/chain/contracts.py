@@ -1,0 +1,183 @@
+"""The compiled contracts (committed artifacts), deployment, and signed transactions.
+
+Artifacts are JSON files written by ``contracts/compile.js``; the package needs no compiler.
+Transactions are signed locally with the sender's key, so the same code drives the embedded
+chain and any JSON-RPC node.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import astuple, dataclass
+from functools import cache
+from pathlib import Path
+
+from eth_account.signers.local import LocalAccount
+from eth_utils import function_abi_to_4byte_selector
+from web3 import Web3
+from web3.contract import Contract
+from web3.exceptions import ContractLogicError
+
+try:
+    from eth_tester.exceptions import TransactionFailed as _TesterFailed
+except ImportError:  # a node operator against a JSON-RPC node does not need eth-tester
+    _TesterFailed = ContractLogicError
+
+import cvm
+
+log = logging.getLogger(__name__)
+
+ARTIFACTS = Path(__file__).with_name("artifacts")
+REVERT_ERRORS = (ContractLogicError, _TesterFailed)
+GAS_MARGIN = 1.25  # estimated gas is multiplied by this, as state may move between estimate and mining
+
+
+@cache
+def load_artifact(name: str, directory: str | Path = ARTIFACTS) -> dict:
+    return json.loads((Path(directory) / f"{name}.json").read_text())
+
+
+def contract_at(w3: Web3, name: str, address: str, directory: str | Path = ARTIFACTS) -> Contract:
+    return w3.eth.contract(address=Web3.to_checksum_address(address), abi=load_artifact(name, directory)["abi"])
+
+
+def call_struct(fn) -> dict:
+    """Calls a view returning one struct and gives it as a dict keyed by the Solidity field names."""
+    names = [c["name"] for c in fn.abi["outputs"][0]["components"]]
+    return dict(zip(names, fn.call()))
+
+
+class TxFailed(Exception):
+    """A transaction that reverted (when estimated or mined). `error` names the custom error."""
+
+    def __init__(self, message: str, error: str | None = None, args: tuple = ()):
+        super().__init__(message)
+        self.error = error
+        self.error_args = args
+
+
+def error_selectors(abi: list[dict]) -> dict[bytes, dict]:
+    return {function_abi_to_4byte_selector(e): e for e in abi if e["type"] == "error"}
+
+
+def decode_revert(w3: Web3, abi: list[dict], data: bytes | None) -> tuple[str | None, tuple]:
+    """Name and arguments of the custom error in revert data, or (None, ()) when not one of `abi`."""
+    if not data or len(data) < 4:
+        return None, ()
+    error = error_selectors(abi).get(data[:4])
+    if error is None:
+        return None, ()
+    types = [i["type"] for i in error["inputs"]]
+    return error["name"], tuple(w3.codec.decode(types, data[4:]))
+
+
+def revert_data(exc: BaseException) -> bytes | None:
+    """The raw revert data behind an exception from an estimate or a call, if any.
+
+    JSON-RPC nodes give it to web3 (ContractLogicError.data, hex); eth-tester raises its own
+    TransactionFailed, with the py-evm Revert holding the bytes earlier in the exception chain.
+    """
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        data = getattr(exc, "data", None)
+        if isinstance(data, dict):  # some nodes nest it
+            data = data.get("data")
+        if isinstance(data, str) and data.startswith("0x"):
+            return bytes.fromhex(data[2:])
+        if exc.args and isinstance(exc.args[0], bytes):
+            return exc.args[0]
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def send(
+    w3: Web3,
+    account: LocalAccount,
+    call,
+    *,
+    value: int = 0,
+    gas: int | None = None,
+    abi: list[dict] | None = None,
+    timeout: float = 120,
+) -> dict:
+    """Signs, sends and waits for a contract call or constructor; returns the receipt.
+
+    Raises TxFailed naming the custom error when the estimate reverts, or when the mined
+    transaction has status 0.
+    """
+    if abi is None:
+        abi = getattr(call, "contract_abi", None) or []
+    params = {"from": account.address, "value": value, "chainId": w3.eth.chain_id,
+              "nonce": w3.eth.get_transaction_count(account.address, "pending")}
+    try:
+        if gas is None:
+            gas = int(call.estimate_gas(params) * GAS_MARGIN)
+        tx = call.build_transaction({**params, "gas": gas})
+    except REVERT_ERRORS as e:
+        name, args = decode_revert(w3, abi, revert_data(e))
+        raise TxFailed(f"{name or 'revert'}{args if args else ''}: {e}", name, args) from e
+    signed = account.sign_transaction(tx)
+    tx_hash = w3.eth.send_raw_transaction(signed.raw_transaction)
+    receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=timeout)
+    if receipt["status"] != 1:
+        raise TxFailed(f"transaction {tx_hash.hex()} reverted (gas used {receipt['gasUsed']})")
+    return receipt
+
+
+def deploy(w3: Web3, account: LocalAccount, name: str, *args, value: int = 0,
+           directory: str | Path = ARTIFACTS) -> tuple[Contract, dict]:
+    art = load_artifact(name, directory)
+    factory = w3.eth.contract(abi=art["abi"], bytecode=art["bytecode"])
+    receipt = send(w3, account, factory.constructor(*args), value=value, abi=art["abi"])
+    return w3.eth.contract(address=receipt["contractAddress"], abi=art["abi"]), receipt
+
+
+@dataclass(frozen=True)
+class OracleConfig:
+    """InferenceOracle.Config, in the Solidity field order."""
+
+    quorum: int = 2
+    committee_size: int = 3
+    min_stake: int = 10**18
+    slash_amount: int = 5 * 10**17
+    min_fee: int = 10**15
+    commit_window: int = 300
+    reveal_window: int = 300
+    withdrawal_delay: int = 3600
+    callback_gas_limit: int = 300_000
+    treasury: str = ""
+
+    def as_tuple(self, default_treasury: str) -> tuple:
+        values = astuple(self)
+        return values[:-1] + (Web3.to_checksum_address(self.treasury or default_treasury),)
+
+
+@dataclass
+class Deployment:
+    registry: Contract
+    oracle: Contract
+    receipts: dict[str, dict]
+
+
+def deploy_oracle(w3: Web3, account: LocalAccount, config: OracleConfig = OracleConfig()) -> Deployment:
+    registry, r1 = deploy(w3, account, "ModelRegistry")
+    oracle, r2 = deploy(w3, account, "InferenceOracle", registry.address, config.as_tuple(account.address))
+    return Deployment(registry, oracle, {"ModelRegistry": r1, "InferenceOracle": r2})
+
+
+def tensor_spec(spec) -> tuple[list[int], int]:
+    """ModelRegistry.TensorSpec of a cvm TensorSpec: the shape without the batch dimension, bits."""
+    return [int(d) for d in spec.shape[1:]], int(spec.bits)
+
+
+def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, uri: str = "",
+                   calibration_hash: bytes = bytes(32)) -> dict:
+    if len(model.inputs) != 1 or len(model.outputs) != 1:
+        raise ValueError("the registry describes models with one input and one output")
+    call = registry.functions.register(
+        model.hash, uri or f"cvm:{model.hash.hex()}", tensor_spec(model.inputs[0]),
+        tensor_spec(model.outputs[0]), int(model.gas), calibration_hash,
+    )
+    return send(registry.w3, account, call)

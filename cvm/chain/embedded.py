@@ -1,0 +1,57 @@
+"""The embedded chain: py-evm (Prague) with the CVM precompile, in process, behind web3.
+
+    chain = EmbeddedChain(ModelStore("models/"))
+    w3 = chain.w3                      # a web3.Web3 on eth-tester's PyEVMBackend
+    key = chain.keys[0]                # funded accounts with their private keys
+
+Every transaction is mined in its own block (eth-tester's auto-mining). ``advance_time`` moves
+the clock for deadlines.
+"""
+
+from __future__ import annotations
+
+from eth.vm.forks.prague import PragueVM
+from eth.vm.forks.prague.computation import PragueComputation
+from eth.vm.forks.prague.state import PragueState
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from eth_tester import EthereumTester, PyEVMBackend
+from web3 import Web3
+from web3.providers.eth_tester import EthereumTesterProvider
+
+from cvm.chain.precompile import CVM_PRECOMPILE_ADDRESS, make_cvm_precompile
+from cvm.chain.store import ModelStore
+
+BLOCK_GAS_LIMIT = 1_000_000_000  # room for large models through the precompile
+NUM_ACCOUNTS = 10
+
+
+def cvm_vm_class(precompile) -> type[PragueVM]:
+    """A Prague VM whose precompiles also hold `precompile` at CVM_PRECOMPILE_ADDRESS."""
+    precompiles = {**PragueComputation.get_precompiles(), CVM_PRECOMPILE_ADDRESS: precompile}
+    computation = type("CVMPragueComputation", (PragueComputation,), {"_precompiles": precompiles})
+    state = type("CVMPragueState", (PragueState,), {"computation_class": computation})
+    return type("CVMPragueVM", (PragueVM,), {"_state_class": state})
+
+
+class EmbeddedChain:
+    def __init__(self, store: ModelStore, backend: str = "numba", num_accounts: int = NUM_ACCOUNTS):
+        self.store = store
+        vm = cvm_vm_class(make_cvm_precompile(store, backend=backend))
+        genesis = PyEVMBackend.generate_genesis_params(overrides={"gas_limit": BLOCK_GAS_LIMIT})
+        state = PyEVMBackend.generate_genesis_state(num_accounts=num_accounts)
+        self.backend = PyEVMBackend(
+            genesis_parameters=genesis, genesis_state=state, vm_configuration=((0, vm),)
+        )
+        self.tester = EthereumTester(self.backend)
+        self.w3 = Web3(EthereumTesterProvider(self.tester))
+        self.keys: list[LocalAccount] = [
+            Account.from_key(k.to_bytes()) for k in self.backend.account_keys
+        ]
+
+    def timestamp(self) -> int:
+        return self.w3.eth.get_block("latest")["timestamp"]
+
+    def advance_time(self, seconds: int) -> None:
+        """Mines a block `seconds` after the latest one."""
+        self.tester.time_travel(self.timestamp() + seconds)

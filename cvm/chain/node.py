@@ -1,0 +1,319 @@
+"""The node operator: watches the oracle's requests, runs CVM, commits, then reveals.
+
+    cvm node --rpc http://127.0.0.1:8545 --key 0x... --oracle 0x... --models DIR [--db FILE]
+    python -m cvm.chain.node ...        (the same)
+
+Pending work lives in SQLite, one row per request, moving through
+
+    seen ──(run the model, store output and salt)──▶ commit tx ──▶ committed ──▶ reveal tx ──▶ revealed ──▶ done
+
+The salt is stored before the commit transaction is sent, and every submission first reads the
+on-chain state (is my commitment there? my reveal?), so an operator killed at any point and
+restarted sends nothing twice and loses nothing. A reverted transaction or an RPC error is
+logged and retried on a later step, up to MAX_ATTEMPTS per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sqlite3
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.exceptions import Web3Exception
+
+import cvm
+from cvm.chain.contracts import TxFailed, call_struct, contract_at, send
+from cvm.chain.store import ModelStore, StoreError
+
+log = logging.getLogger("cvm.node")
+
+MAX_ATTEMPTS = 8  # failed submissions per request before the operator gives it up
+LOG_CHUNK = 2_000  # blocks per eth_getLogs query
+REVEAL_GAS_OVERHEAD = 400_000  # least gas of a reveal on top of the callback's gas: it may finalise
+ZERO32 = bytes(32)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+    request_id  INTEGER PRIMARY KEY,
+    model_hash  BLOB NOT NULL,
+    input       BLOB NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('seen', 'committed', 'revealed', 'done')),
+    output      BLOB,
+    output_hash BLOB,
+    salt        BLOB,
+    commit_tx   TEXT,
+    reveal_tx   TEXT,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    note        TEXT,
+    updated     REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+RPC_ERRORS = (Web3Exception, ConnectionError, TimeoutError, OSError)
+
+
+class Status(IntEnum):
+    """InferenceOracle.Status"""
+
+    NONE = 0
+    PENDING = 1
+    FINALIZED = 2
+    EXPIRED = 3
+
+
+@dataclass
+class Job:
+    request_id: int
+    model_hash: bytes
+    input: bytes
+    state: str
+    output: bytes | None
+    output_hash: bytes | None
+    salt: bytes | None
+    commit_tx: str | None
+    reveal_tx: str | None
+    attempts: int
+    note: str | None
+
+
+class Operator:
+    def __init__(self, w3: Web3, account: LocalAccount, oracle_address: str, store: ModelStore,
+                 db_path: str | os.PathLike, backend: str = "numba", from_block: int = 0):
+        self.w3 = w3
+        self.account = account
+        self.oracle = contract_at(w3, "InferenceOracle", oracle_address)
+        self.store = store
+        self.backend = backend
+        self.name = f"node {account.address[:10]}"
+        self.db = sqlite3.connect(db_path)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(SCHEMA)
+        self._bind_meta("oracle", self.oracle.address)
+        self._bind_meta("operator", account.address)
+        if self._meta("next_block") is None:
+            self._set_meta("next_block", str(from_block))
+
+    # ------------------------------------------------------------ database
+
+    def _meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def _bind_meta(self, key: str, value: str) -> None:
+        """A database belongs to one operator of one oracle."""
+        stored = self._meta(key)
+        if stored is None:
+            self._set_meta(key, value)
+        elif stored != value:
+            raise ValueError(f"this database belongs to {key} {stored}, not {value}")
+
+    def _update(self, job: Job, **fields) -> None:
+        fields["updated"] = time.time()
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self.db:
+            self.db.execute(f"UPDATE requests SET {sets} WHERE request_id = ?", (*fields.values(), job.request_id))
+        for k, v in fields.items():
+            if hasattr(job, k):
+                setattr(job, k, v)
+
+    def jobs(self, include_done: bool = False) -> list[Job]:
+        where = "" if include_done else "WHERE state != 'done'"
+        rows = self.db.execute(
+            "SELECT request_id, model_hash, input, state, output, output_hash, salt, commit_tx, reveal_tx, "
+            f"attempts, note FROM requests {where} ORDER BY request_id"
+        ).fetchall()
+        return [Job(*row) for row in rows]
+
+    def job(self, request_id: int) -> Job | None:
+        return next((j for j in self.jobs(include_done=True) if j.request_id == request_id), None)
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self, poll_interval: float = 1.0, stop: threading.Event | None = None) -> None:
+        log.info("%s: watching oracle %s", self.name, self.oracle.address)
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            self.step()
+            stop.wait(poll_interval)
+
+    def step(self) -> None:
+        """One pass: read new requests, then move every open job as far as it can go now."""
+        try:
+            self.scan()
+        except RPC_ERRORS as e:
+            log.warning("%s: reading request events failed, will retry: %s", self.name, e)
+            return
+        for job in self.jobs():
+            try:
+                state = None
+                while job.state not in (state, "done"):  # as far as it goes in this step
+                    state = job.state
+                    self.advance(job)
+            except (TxFailed, *RPC_ERRORS) as e:
+                attempts = job.attempts + 1
+                if attempts >= MAX_ATTEMPTS:
+                    log.error("%s: request %d: giving up after %d failures: %s", self.name, job.request_id, attempts, e)
+                    self._update(job, state="done", attempts=attempts, note=f"gave up: {e}")
+                else:
+                    log.warning("%s: request %d: %s failed (attempt %d/%d), will retry: %s",
+                                self.name, job.request_id, job.state, attempts, MAX_ATTEMPTS, e)
+                    self._update(job, attempts=attempts)
+
+    def scan(self) -> int:
+        """Records InferenceRequested events from the next unread block to the latest one."""
+        start, latest = int(self._meta("next_block")), self.w3.eth.block_number
+        found = 0
+        while start <= latest:
+            end = min(start + LOG_CHUNK - 1, latest)
+            events = self.oracle.events.InferenceRequested().get_logs(from_block=start, to_block=end)
+            with self.db:  # the rows and the cursor move together
+                for ev in events:
+                    a = ev["args"]
+                    cur = self.db.execute(
+                        "INSERT OR IGNORE INTO requests (request_id, model_hash, input, state, updated) "
+                        "VALUES (?, ?, ?, 'seen', ?)", (a["requestId"], a["modelHash"], a["input"], time.time()))
+                    found += cur.rowcount
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('next_block', ?)", (str(end + 1),))
+            start = end + 1
+        if found:
+            log.info("%s: %d new request(s)", self.name, found)
+        return found
+
+    # ------------------------------------------------------------ one request
+
+    def advance(self, job: Job) -> None:
+        req = call_struct(self.oracle.functions.getRequest(job.request_id))
+        status, commits = Status(req["status"]), req["commits"]
+        commit_deadline, reveal_deadline = req["commitDeadline"], req["revealDeadline"]
+        committee = self.oracle.functions.committeeSize().call()
+        sub = call_struct(self.oracle.functions.getSubmission(job.request_id, self.account.address))
+        commitment_on_chain, vote_on_chain = bytes(sub["commitment"]), bytes(sub["vote"])
+        now = self.w3.eth.get_block("latest")["timestamp"]
+
+        if status == Status.NONE:
+            self._done(job, "the oracle does not know this request", logging.ERROR)
+        elif job.state == "seen":
+            if commitment_on_chain != ZERO32:  # sent before a crash, or by another instance
+                if job.salt is not None and commitment_on_chain == self.commitment(job):
+                    self._update(job, state="committed", note=None)
+                    log.info("%s: request %d: commitment found on chain", self.name, job.request_id)
+                else:
+                    self._done(job, "a commitment this database does not know is on chain", logging.ERROR)
+                return
+            if status != Status.PENDING or now >= commit_deadline or commits >= committee:
+                self._done(job, f"commit phase closed ({status.name.lower()}, {commits}/{committee} commits)")
+                return
+            if not self.oracle.functions.isOperator(self.account.address).call():
+                self._done(job, "this account is not an active operator (stake too low or leaving)",
+                           logging.WARNING)
+                return
+            if job.salt is None and not self._compute(job):
+                return
+            receipt = send(self.w3, self.account, self.oracle.functions.commit(job.request_id, self.commitment(job)))
+            self._update(job, state="committed", commit_tx=receipt["transactionHash"].hex(), note=None)
+            log.info("%s: request %d: committed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+
+        elif job.state == "committed":
+            if vote_on_chain != ZERO32:
+                self._update(job, state="revealed")
+                log.info("%s: request %d: reveal found on chain", self.name, job.request_id)
+                return
+            if status == Status.EXPIRED or now > reveal_deadline:
+                self._done(job, "reveal deadline passed before the reveal", logging.ERROR)
+                return
+            if not self.oracle.functions.revealOpen(job.request_id).call():
+                return  # waiting for the other commits or the commit deadline
+            call = self.oracle.functions.reveal(job.request_id, job.output_hash, job.salt, job.output)
+            gas = self.oracle.functions.callbackGasLimit().call() + REVEAL_GAS_OVERHEAD
+            receipt = send(self.w3, self.account, call, gas=gas)
+            self._update(job, state="revealed", reveal_tx=receipt["transactionHash"].hex())
+            log.info("%s: request %d: revealed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+
+        elif job.state == "revealed":
+            if status in (Status.FINALIZED, Status.EXPIRED):
+                agreed = status == Status.FINALIZED and bytes(req["outputHash"]) == job.output_hash
+                self._done(job, "finalised with our output" if agreed else f"{status.name.lower()}",
+                           logging.INFO if agreed else logging.WARNING)
+            elif now > reveal_deadline:
+                self._done(job, "reveal deadline passed without a result", logging.WARNING)
+
+    def _compute(self, job: Job) -> bool:
+        """Runs the model and stores output, output hash and a fresh salt: before any commit."""
+        try:
+            model = self.store.get(job.model_hash)
+            y = model.run(model.decode_input(job.input), backend=self.backend)
+        except (StoreError, cvm.CVMError) as e:
+            self._done(job, f"cannot run model {job.model_hash.hex()[:12]}: {e}", logging.ERROR)
+            return False
+        self._update(job, output=model.encode_output(y), output_hash=cvm.output_hash(y), salt=os.urandom(32))
+        log.info("%s: request %d: output hash %s", self.name, job.request_id, job.output_hash.hex()[:16])
+        return True
+
+    def _done(self, job: Job, note: str, level: int = logging.INFO) -> None:
+        self._update(job, state="done", note=note)
+        log.log(level, "%s: request %d: done: %s", self.name, job.request_id, note)
+
+    def commitment(self, job: Job) -> bytes:
+        return commitment(job.request_id, job.output_hash, job.salt, self.account.address)
+
+
+def commitment(request_id: int, output_hash: bytes, salt: bytes, operator: str) -> bytes:
+    """keccak256(abi.encode(requestId, outputHash, salt, operator)), as InferenceOracle.commitmentFor."""
+    encoded = Web3().codec.encode(["uint256", "bytes32", "bytes32", "address"],
+                                  [request_id, output_hash, salt, operator])
+    return Web3.keccak(encoded)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def read_key(value: str) -> LocalAccount:
+    """A private key given as hex, as env:NAME (an environment variable) or as a file path."""
+    if value.startswith("env:"):
+        value = os.environ[value[4:]]
+    elif Path(value).is_file():
+        value = Path(value).read_text().strip()
+    return Account.from_key(value)
+
+
+def run_node(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    account = read_key(args.key)
+    w3 = Web3(Web3.HTTPProvider(args.rpc))
+    store = ModelStore(args.models)
+    db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
+    op = Operator(w3, account, args.oracle, store, db, backend=args.backend, from_block=args.from_block)
+    try:
+        op.run(poll_interval=args.poll)
+    except KeyboardInterrupt:
+        log.info("%s: stopped", op.name)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cvm.chain.cli import add_node_arguments
+
+    p = argparse.ArgumentParser(prog="cvm node", description=__doc__.splitlines()[0])
+    add_node_arguments(p)
+    return run_node(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

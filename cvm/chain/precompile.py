@@ -1,0 +1,75 @@
+"""The CVM precompile of the embedded chain.
+
+Calldata is ``model hash (32 bytes) ++ input bytes`` (one or more samples of the model's single
+input, little-endian in its storage type); the return data is the output bytes in the same wire
+format (``Model.encode_output``). Gas, charged before anything runs:
+
+    model.gas * batch + GAS_PER_BYTE * (input bytes + output bytes)
+
+An unknown model, a malformed call, a wrong input length or too little gas raise a VMError: the
+call fails, consumes all the gas given to it, and touches no state.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import numpy as np
+from eth.abc import ComputationAPI
+from eth.exceptions import VMError
+
+import cvm
+from cvm.chain.store import HASH_BYTES, ModelStore, StoreError
+
+log = logging.getLogger(__name__)
+
+CVM_PRECOMPILE_ADDRESS = (0xC0DE).to_bytes(20, "big")  # ICVM.PRECOMPILE in contracts/src/ICVM.sol
+GAS_PER_BYTE = 3  # per byte of input and of output, as the identity precompile's word charge
+
+
+class CVMPrecompileError(VMError):
+    """The CVM precompile rejected a call."""
+
+
+def sample_bytes(spec) -> int:
+    """Wire size of one sample of a TensorSpec (its shape has the batch dimension first)."""
+    return int(np.prod(spec.shape[1:], dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+
+
+def precompile_gas(model: cvm.Model, input_length: int) -> int:
+    batch = input_length // sample_bytes(model.inputs[0])
+    output_length = batch * sample_bytes(model.outputs[0])
+    return model.gas * batch + GAS_PER_BYTE * (input_length + output_length)
+
+
+def make_cvm_precompile(store: ModelStore, backend: str = "numba") -> Callable[[ComputationAPI], ComputationAPI]:
+    """The precompile function py-evm calls with the computation of a message to the address."""
+
+    def cvm_precompile(computation: ComputationAPI) -> ComputationAPI:
+        data = computation.msg.data_as_bytes
+        if len(data) < HASH_BYTES:
+            raise CVMPrecompileError(f"CVM call data has {len(data)} bytes, less than a model hash")
+        model_hash, payload = data[:HASH_BYTES], data[HASH_BYTES:]
+        try:
+            model = store.get(model_hash)
+        except StoreError as e:
+            raise CVMPrecompileError(f"unknown model {model_hash.hex()}: {e}") from None
+        if len(model.inputs) != 1 or len(model.outputs) != 1:
+            raise CVMPrecompileError("the CVM precompile runs models with one input and one output")
+        per_sample = sample_bytes(model.inputs[0])
+        if not payload or len(payload) % per_sample:
+            raise CVMPrecompileError(
+                f"input of {len(payload)} bytes is not a whole number of {per_sample}-byte samples"
+            )
+        computation.consume_gas(precompile_gas(model, len(payload)), reason="CVM precompile")
+        try:
+            x = model.decode_input(payload)
+            y = model.run(x, backend=backend)
+            computation.output = model.encode_output(y)
+        except cvm.CVMError as e:
+            raise CVMPrecompileError(f"CVM run failed: {e}") from None
+        log.debug("CVM precompile ran %s on %d bytes", model_hash.hex()[:12], len(payload))
+        return computation
+
+    return cvm_precompile
