@@ -1,0 +1,230 @@
+"""The float graph IR: a flat, topologically ordered list of nodes over named tensors.
+
+Conventions every pass and the quantizer rely on:
+
+* Axis 0 of every graph input, and of every tensor computed from one ("batched" tensors), is the
+  batch axis. Shapes in `Graph.inputs` and `Graph.shapes` are PER SAMPLE (batch axis left out);
+  attributes that name axes count the batch axis as 0 (as ONNX does). No node may reduce,
+  transpose, reshape, pad, concatenate or broadcast along the batch axis: the shape rules reject
+  it, so a graph gives the same per-sample result at any batch size.
+* Constants (`Graph.initializers`) have no batch axis: their full shape is their array shape.
+  In binary ops they broadcast numpy-style against the full batched tensor and so never have a
+  dimension > 1 where the batch axis lines up.
+* Ops and their attributes are MRT's own (see `mrt.float_ops`), not ONNX's; each node has
+  exactly the attributes its op declares and one output.
+
+A Graph checks itself when built (unknown op or attribute, arity, order, shapes) and is treated
+as immutable: passes build new graphs (`Graph.replace`) instead of editing one.
+"""
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mrt.errors import GraphError
+from mrt.float_ops import BATCH, OPS, is_batched
+from mrt.float_ops.shapes import check_batched_result
+
+CONST_DTYPES = (np.dtype(np.float32), np.dtype(np.int64))
+
+
+def _freeze(value):
+    """Attribute values as plain immutable Python values (tuples, ints, floats, str)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Node:
+    """One op application: `outputs = op(*inputs, **attrs)`; `name` is for messages only."""
+
+    op: str
+    inputs: tuple
+    outputs: tuple
+    attrs: dict = field(default_factory=dict)
+    name: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        object.__setattr__(self, "attrs", {k: _freeze(v) for k, v in self.attrs.items()})
+
+    def __str__(self):
+        attrs = ", ".join(f"{k}={v}" for k, v in sorted(self.attrs.items()))
+        text = f"{', '.join(self.outputs)} = {self.op}({', '.join(self.inputs)})"
+        return text + (f" {{{attrs}}}" if attrs else "") + (f"  # {self.name}" if self.name else "")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A graph input: its name, per-sample shape (no batch axis) and dtype."""
+
+    name: str
+    shape: tuple
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """inputs, outputs, constants and nodes; `shapes` (per-sample shape of every batched tensor)
+    is computed from the op table's shape rules when the graph is built."""
+
+    inputs: tuple
+    outputs: tuple
+    initializers: dict
+    nodes: tuple
+    name: str = "graph"
+    shapes: dict = field(init=False, repr=False, compare=False)
+    _full: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "initializers", dict(self.initializers))
+        self._check_names()
+        full = infer_full_shapes(self.inputs, self.initializers, self.nodes)
+        object.__setattr__(self, "_full", full)
+        object.__setattr__(self, "shapes", {k: s[1:] for k, s in full.items() if is_batched(s)})
+
+    def _check_names(self):
+        defined = set()
+        for spec in self.inputs:
+            if spec.dtype != "float32" or not all(d >= 1 for d in spec.shape):
+                raise GraphError(f"input {spec.name!r}: need float32 and dims >= 1, got "
+                                 f"{spec.dtype} {spec.shape}")
+            _define(defined, spec.name, "input")
+        for name, value in self.initializers.items():
+            if not isinstance(value, np.ndarray) or value.dtype not in CONST_DTYPES:
+                raise GraphError(f"constant {name!r}: need a float32 or int64 numpy array, got "
+                                 f"{getattr(value, 'dtype', type(value))}")
+            _define(defined, name, "constant")
+        for node in self.nodes:
+            for i in node.inputs:
+                if i not in defined:
+                    raise GraphError(f"node {node.name!r} ({node.op}) reads {i!r} before it is "
+                                     "defined: nodes must be topologically ordered (toposort())")
+            for o in node.outputs:
+                _define(defined, o, f"output of node {node.name!r}")
+        for o in self.outputs:
+            if o not in defined:
+                raise GraphError(f"graph output {o!r} is not defined")
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def producer(self, name):
+        """The node that computes `name`, or None for inputs and constants."""
+        return next((n for n in self.nodes if name in n.outputs), None)
+
+    def consumers(self, name):
+        """The nodes that read `name`, in graph order."""
+        return [n for n in self.nodes if name in n.inputs]
+
+    def is_constant(self, name):
+        return name in self.initializers
+
+    def full_shape(self, name):
+        """Shape including the batch axis (`BATCH` at 0 for batched tensors)."""
+        return self._full[name]
+
+    # -- building ------------------------------------------------------------------------
+
+    def replace(self, **changes):
+        """A new, re-checked graph with some fields replaced (the passes' way to edit)."""
+        return dataclasses.replace(self, **changes)
+
+    def copy(self):
+        """A deep copy: constants and attributes are not shared with this graph."""
+        return self.replace(
+            initializers={k: v.copy() for k, v in self.initializers.items()},
+            nodes=[dataclasses.replace(n, attrs=dict(n.attrs)) for n in self.nodes])
+
+    def fresh_name(self, hint):
+        """A tensor/constant name not used in this graph, derived from `hint`."""
+        return fresh_name(hint, self._full)
+
+    def __str__(self):
+        lines = [f"graph {self.name}"]
+        lines += [f"  input {s.name}: {s.dtype}{list(s.shape)}" for s in self.inputs]
+        lines += [f"  const {k}: {v.dtype}{list(v.shape)}" for k, v in self.initializers.items()]
+        for n in self.nodes:
+            shape = self._full[n.outputs[0]]
+            shown = list(shape[1:]) if is_batched(shape) else f"const{list(shape)}"
+            lines.append(f"  {n}  -> {shown}")
+        lines.append(f"  output {', '.join(self.outputs)}")
+        return "\n".join(lines)
+
+
+def _define(defined, name, what):
+    if not name or name in defined:
+        raise GraphError(f"{what} {name!r}: tensor names must be non-empty and defined once")
+    defined.add(name)
+
+
+def fresh_name(hint, taken):
+    """`hint` if free in `taken`, else `hint_1`, `hint_2`, ..."""
+    name, k = hint, 0
+    while name in taken:
+        k += 1
+        name = f"{hint}_{k}"
+    return name
+
+
+def infer_node_shape(node, in_shapes):
+    """Full output shape of one node from its inputs' full shapes, via the op table. Raises
+    GraphError naming the node for an unknown op or attribute, bad arity or bad shapes."""
+    where = f"node {node.name!r} ({node.op})"
+    opdef = OPS.get(node.op)
+    if opdef is None:
+        raise GraphError(f"{where}: unknown op {node.op!r}")
+    if set(node.attrs) != set(opdef.attrs):
+        raise GraphError(f"{where}: attributes {sorted(node.attrs)} but the op takes exactly "
+                         f"{sorted(opdef.attrs)}")
+    lo, hi = opdef.arity
+    if not lo <= len(node.inputs) <= hi or len(node.outputs) != 1:
+        raise GraphError(f"{where}: takes {lo}..{hi} inputs and 1 output, got "
+                         f"{len(node.inputs)} and {len(node.outputs)}")
+    try:
+        out = tuple(opdef.shape(*in_shapes, **node.attrs))
+        if any(is_batched(s) for s in in_shapes):
+            check_batched_result(out, node.op)
+    except GraphError as e:
+        raise GraphError(f"{where}: {e}") from None
+    except (TypeError, ValueError, IndexError) as e:  # e.g. arithmetic on the batch axis
+        raise GraphError(f"{where}: bad attributes or shapes {in_shapes}: {e}") from None
+    return out
+
+
+def infer_full_shapes(inputs, initializers, nodes):
+    """Full shapes of every tensor: (BATCH, *per_sample) for batched ones, array shapes for
+    constants and for outputs of nodes that read only constants."""
+    full = {s.name: (BATCH, *s.shape) for s in inputs}
+    full.update({k: tuple(v.shape) for k, v in initializers.items()})
+    for node in nodes:
+        full[node.outputs[0]] = infer_node_shape(node, [full[i] for i in node.inputs])
+    return full
+
+
+def toposort(nodes, available):
+    """Nodes reordered so each comes after the producers of its inputs (stable: keeps the given
+    order where it is already valid). `available`: names defined before any node."""
+    ready, pending, out = set(available), list(nodes), []
+    while pending:
+        progress = [n for n in pending if all(i in ready for i in n.inputs)]
+        if not progress:
+            raise GraphError(f"nodes {[n.name for n in pending]} have undefined or cyclic inputs")
+        node = progress[0]
+        out.append(node)
+        ready.update(node.outputs)
+        pending.remove(node)
+    return tuple(out)

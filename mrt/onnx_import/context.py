@@ -1,0 +1,104 @@
+"""The state of one import: ONNX constants, batched tensors and the IR nodes emitted so far.
+
+Handlers read ONNX tensor names through it and emit IR nodes into it; each emitted node's shape
+is inferred at once with the float op table, so a node MRT cannot represent fails at its own
+ONNX node, with that node's name in the message.
+"""
+import numpy as np
+
+from mrt.errors import GraphError, UnsupportedOp
+from mrt.float_ops import BATCH
+from mrt.graph import Node, fresh_name, infer_node_shape
+from mrt.onnx_import.attrs import where
+
+# Stands for the (unknown) batch size inside constant-folded shape arithmetic (ONNX Shape of a
+# batched tensor). Exact in float32/float64 and far from any real dimension.
+BATCH_SENTINEL = 2 ** 40
+
+
+class ImportContext:
+    def __init__(self, consts, batch_one):
+        self.consts = dict(consts)   # ONNX name -> np.ndarray: initializers, Constant, folded
+        self.full = {}               # IR name of a batched tensor -> full shape (BATCH at 0)
+        self.dropped = {}            # ONNX name -> why it has no IR counterpart
+        self.nodes = []
+        self.initializers = {}       # IR constants referenced by emitted nodes
+        self.batch_one = batch_one   # the model declares batch size 1 (not symbolic)
+
+    # -- reading ONNX tensors ----------------------------------------------------------------
+
+    def is_const(self, name):
+        return name in self.consts
+
+    def _check_known(self, name, node):
+        if name in self.dropped:
+            raise UnsupportedOp(f"{where(node)}: reads {name!r}: {self.dropped[name]}")
+        if not (self.is_const(name) or name in self.full):
+            raise UnsupportedOp(f"{where(node)}: input {name!r} is not defined")
+
+    def const(self, name, node, what):
+        """The value of a constant input; a batched one is an error naming `what`."""
+        self._check_known(name, node)
+        if not self.is_const(name):
+            raise UnsupportedOp(f"{where(node)}: the {what} ({name!r}) must be a constant")
+        return self.consts[name]
+
+    def shape(self, name, node):
+        """Full shape: (BATCH, *per_sample) for a batched tensor, the array shape for a const."""
+        self._check_known(name, node)
+        if self.is_const(name):
+            return self.consts[name].shape
+        return self.full[name]
+
+    def tensor(self, name, node):
+        """The IR name for an input; a constant becomes an IR initializer."""
+        self._check_known(name, node)
+        if not self.is_const(name):
+            return name
+        value = self.consts[name]
+        if value.dtype != np.float32:
+            raise UnsupportedOp(f"{where(node)}: constant {name!r} has dtype {value.dtype}; MRT "
+                                "computes in float32")
+        if name not in self.initializers:
+            self.initializers[self._free(name)] = value
+        return name
+
+    # -- emitting IR -------------------------------------------------------------------------
+
+    def _free(self, name):
+        taken = self.full.keys() | self.initializers.keys()
+        if name in taken:
+            raise UnsupportedOp(f"tensor name {name!r} is defined twice")
+        return name
+
+    def add_const(self, hint, value):
+        """A new IR constant (e.g. folded Gemm weights) under a fresh name."""
+        name = fresh_name(hint, self.full.keys() | self.initializers.keys() | self.consts.keys())
+        self.initializers[name] = np.ascontiguousarray(value, dtype=np.float32)
+        return name
+
+    def emit(self, op, inputs, attrs, node, out=None):
+        """Append IR node `op`; `out` is the ONNX output it defines (None: an intermediate)."""
+        taken = self.full.keys() | self.initializers.keys() | self.consts.keys()
+        ir_out = self._free(out) if out else fresh_name(f"{node.output[0]}/{op}", taken)
+        ir_node = Node(op, inputs, (ir_out,), attrs, name=fresh_name(
+            node.name or node.output[0], {n.name for n in self.nodes}))
+        ins = [self.full[i] if i in self.full else self.initializers[i].shape for i in inputs]
+        try:
+            shape = infer_node_shape(ir_node, ins)
+        except GraphError as e:
+            raise UnsupportedOp(f"{where(node)}: {e}") from None
+        if not shape or shape[0] is not BATCH:
+            raise UnsupportedOp(f"{where(node)}: result does not depend on the graph input")
+        self.full[ir_out] = shape
+        self.nodes.append(ir_node)
+        return ir_out
+
+    def emit_chain(self, steps, first, node, out):
+        """Emit single-input ops [(op, other inputs, attrs), ...] in a chain from IR tensor
+        `first`; the last one defines ONNX output `out`."""
+        value = first
+        for k, (op, extra, attrs) in enumerate(steps):
+            value = self.emit(op, [value, *extra], attrs, node,
+                              out=out if k == len(steps) - 1 else None)
+        return value

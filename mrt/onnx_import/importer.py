@@ -1,0 +1,184 @@
+"""import_onnx: ONNX ModelProto -> MRT float Graph.
+
+Supported: default-domain opsets MIN_OPSET..MAX_OPSET and ai.onnx.ml (for scikit-learn models).
+Every node whose inputs are all constants (Constant, torch's Shape/Gather/Unsqueeze/Concat/Cast
+plumbing, weight transposes) is evaluated at import with onnx's reference implementation; a Shape
+of a batched tensor folds to a constant whose batch entry is a sentinel that may only travel
+through the plumbing ops in BATCH_SAFE_OPS and must end up at axis 0 of a Reshape target. Every
+other node goes through HANDLERS, which emit MRT IR nodes. Anything else is an UnsupportedOp
+naming the op and node.
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from mrt.errors import GraphError, UnsupportedOp
+from mrt.float_ops import BATCH
+from mrt.graph import Graph, TensorSpec
+from mrt.onnx_import import ops_core as core
+from mrt.onnx_import import ops_ml as ml
+from mrt.onnx_import import ops_nn as nn
+from mrt.onnx_import.attrs import Attrs, where
+from mrt.onnx_import.context import BATCH_SENTINEL, ImportContext
+
+MIN_OPSET = 13  # Softmax/Clip/Reshape semantics MRT implements start here
+MAX_OPSET = 25  # newest opset checked: no supported op changed its float semantics up to it
+ML_DOMAIN = "ai.onnx.ml"
+MAX_ML_OPSET = 5
+
+# ONNX ops that may carry the batch-size sentinel while folding shape arithmetic.
+BATCH_SAFE_OPS = {"Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Identity",
+                  "Reshape"}
+
+# (domain, op_type) -> (handler, since_versions of the op schema the handler implements)
+HANDLERS = {
+    ("", "Conv"): (nn.conv, {1, 11, 22}),
+    ("", "Gemm"): (nn.gemm, {13}),
+    ("", "MatMul"): (nn.matmul, {13}),
+    ("", "Add"): (core.binary("add"), {13, 14}),
+    ("", "Sub"): (core.binary("sub"), {13, 14}),
+    ("", "Mul"): (core.binary("mul"), {13, 14}),
+    ("", "Div"): (core.binary("div"), {13, 14}),
+    ("", "Relu"): (core.unary("relu"), {13, 14}),
+    ("", "LeakyRelu"): (core.leaky_relu, {6, 16}),
+    ("", "Clip"): (core.clip, {13}),
+    ("", "Sigmoid"): (core.unary("sigmoid"), {13}),
+    ("", "HardSigmoid"): (core.hard_sigmoid, {6, 22}),
+    ("", "Tanh"): (core.unary("tanh"), {13}),
+    ("", "Softmax"): (core.softmax, {13}),
+    ("", "MaxPool"): (nn.max_pool, {12, 22}),
+    ("", "AveragePool"): (nn.average_pool, {11, 19, 22}),
+    ("", "GlobalAveragePool"): (nn.global_average_pool, {1, 22}),
+    ("", "BatchNormalization"): (nn.batch_normalization, {9, 14, 15}),
+    ("", "Flatten"): (core.flatten, {13, 21, 23, 24, 25}),
+    ("", "Reshape"): (core.reshape, {13, 14, 19, 21, 23, 24, 25}),
+    ("", "Transpose"): (core.transpose, {13, 21, 23, 24, 25}),
+    ("", "Concat"): (core.concat, {13}),
+    ("", "Pad"): (core.pad, {13, 18, 19, 21, 23, 24, 25}),
+    ("", "Identity"): (core.identity, {13, 14, 16, 19, 21, 23, 24, 25}),
+    ("", "Dropout"): (core.dropout, {13, 22}),
+    ("", "Cast"): (core.cast, {13, 19, 21, 23, 24, 25}),
+    ("", "Shape"): (core.shape, {13, 15, 19, 21, 23, 24, 25}),
+    (ML_DOMAIN, "Scaler"): (ml.scaler, {1}),
+    (ML_DOMAIN, "LinearClassifier"): (ml.linear_classifier, {1}),
+    (ML_DOMAIN, "Normalizer"): (ml.normalizer, {1}),
+}
+
+
+def _load(model_or_path):
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    if isinstance(model_or_path, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model_or_path))
+    if isinstance(model_or_path, (str, os.PathLike)):
+        return onnx.load(os.fspath(model_or_path))
+    raise TypeError(f"import_onnx takes a ModelProto, bytes or a path, not "
+                    f"{type(model_or_path).__name__}")
+
+
+def _opsets(model):
+    opsets = {}
+    for o in model.opset_import:
+        domain = "" if o.domain == "ai.onnx" else o.domain
+        opsets[domain] = max(opsets.get(domain, 0), o.version)
+    if not MIN_OPSET <= opsets.get("", MIN_OPSET) <= MAX_OPSET:
+        raise UnsupportedOp(f"model opset {opsets['']}: MRT imports opsets "
+                            f"{MIN_OPSET}..{MAX_OPSET}")
+    if opsets.get(ML_DOMAIN, 1) > MAX_ML_OPSET:
+        raise UnsupportedOp(f"model {ML_DOMAIN} opset {opsets[ML_DOMAIN]}: MRT imports up to "
+                            f"{MAX_ML_OPSET}")
+    opsets.setdefault("", MAX_OPSET)
+    return opsets
+
+
+def _graph_input(vi):
+    """A batched graph input: float32, batch dim symbolic or 1, per-sample dims concrete."""
+    t = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or t.elem_type != TensorProto.FLOAT:
+        raise UnsupportedOp(f"graph input {vi.name!r}: only float32 tensors are supported")
+    if not t.HasField("shape") or not t.shape.dim:
+        raise UnsupportedOp(f"graph input {vi.name!r}: needs a shape with a batch axis")
+    dims = list(t.shape.dim)
+    if dims[0].HasField("dim_value") and dims[0].dim_value != 1:
+        raise UnsupportedOp(f"graph input {vi.name!r}: batch dim must be symbolic or 1, got "
+                            f"{dims[0].dim_value}")
+    if not all(d.HasField("dim_value") and d.dim_value > 0 for d in dims[1:]):
+        raise UnsupportedOp(f"graph input {vi.name!r}: per-sample dims must be concrete, got "
+                            f"{[d.dim_param or d.dim_value for d in dims[1:]]}")
+    return TensorSpec(vi.name, tuple(d.dim_value for d in dims[1:])), dims[0].dim_value == 1
+
+
+def _fold(ctx, node, opsets):
+    """Evaluate a node whose inputs are all constants with onnx's reference implementation."""
+    values = [ctx.consts[i] for i in node.input if i]
+    if node.op_type not in BATCH_SAFE_OPS and any(
+            v.dtype == np.int64 and (v == BATCH_SENTINEL).any() for v in values):
+        raise UnsupportedOp(f"{where(node)}: computes with the batch size (from Shape), which "
+                            "MRT cannot keep symbolic")
+    domain = node.domain if node.domain != "ai.onnx" else ""
+    try:
+        ref = ReferenceEvaluator(node, opsets={domain: opsets.get(domain, 1)})
+        out = ref.run(None, {i: ctx.consts[i] for i in node.input if i})
+    except Exception as e:  # the reference raises many types; report them all the same way
+        raise UnsupportedOp(f"{where(node)}: constant folding failed: {e}") from e
+    for name, value in zip(node.output, out):
+        if name:
+            ctx.consts[name] = np.asarray(value)
+
+
+def _handle(ctx, node, opsets):
+    domain = node.domain if node.domain != "ai.onnx" else ""
+    handler, versions = HANDLERS.get((domain, node.op_type), (None, None))
+    if handler is None:
+        raise UnsupportedOp(f"{where(node)}: op {domain + '.' if domain else ''}{node.op_type} is "
+                            "not supported")
+    since = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain).since_version
+    if since not in versions:
+        raise UnsupportedOp(f"{where(node)}: version {since} of {node.op_type} is not supported")
+    attrs = Attrs(node)
+    handler(ctx, node, attrs)
+    attrs.check_all_read()
+
+
+def import_onnx(model_or_path):
+    """Import an ONNX model (ModelProto, serialized bytes or a path) as a float Graph."""
+    model = _load(model_or_path)
+    opsets = _opsets(model)
+    g = model.graph
+    if g.sparse_initializer:
+        raise UnsupportedOp("sparse initializers are not supported")
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    specs, batch_one = [], []
+    for vi in g.input:
+        if vi.name not in consts:
+            spec, one = _graph_input(vi)
+            specs.append(spec)
+            batch_one.append(one)
+    ctx = ImportContext(consts, batch_one=bool(batch_one) and all(batch_one))
+    for spec in specs:
+        ctx.full[spec.name] = (BATCH, *spec.shape)
+    for node in g.node:
+        if all(ctx.is_const(i) for i in node.input if i):
+            _fold(ctx, node, opsets)
+        else:
+            _handle(ctx, node, opsets)
+    outputs = []
+    for o in g.output:
+        if o.name in ctx.dropped:
+            continue
+        if ctx.is_const(o.name):
+            raise UnsupportedOp(f"graph output {o.name!r} is a constant (does not depend on the "
+                                "input)")
+        if o.name not in ctx.full:
+            raise UnsupportedOp(f"graph output {o.name!r} is not computed by the graph")
+        outputs.append(o.name)
+    if not outputs:
+        raise UnsupportedOp("the model has no batched float output")
+    try:
+        return Graph(inputs=specs, outputs=outputs, initializers=ctx.initializers,
+                     nodes=ctx.nodes, name=g.name or "graph")
+    except GraphError as e:
+        raise UnsupportedOp(f"imported graph is invalid: {e}") from e

@@ -1,0 +1,190 @@
+"""Importers for ONNX element-wise, activation and layout ops (default domain).
+
+A handler runs only when at least one input is batched (all-constant nodes are folded before);
+it reads attributes through `Attrs` and emits MRT IR nodes through the `ImportContext`.
+"""
+import math
+
+import numpy as np
+from onnx import TensorProto
+
+from mrt.errors import UnsupportedOp
+from mrt.float_ops import BATCH
+from mrt.onnx_import.attrs import where
+from mrt.onnx_import.context import BATCH_SENTINEL
+
+
+def _opt(node, k):
+    return node.input[k] if len(node.input) > k and node.input[k] else None
+
+
+def _scalar(ctx, node, k, what, default):
+    name = _opt(node, k)
+    if name is None:
+        return default
+    value = ctx.const(name, node, what)
+    if value.size != 1:
+        raise UnsupportedOp(f"{where(node)}: {what} must be a scalar, got shape {value.shape}")
+    return float(value.reshape(()))
+
+
+def _axis(node, axis, rank):
+    a = axis + rank if axis < 0 else axis
+    if not 0 <= a < rank:
+        raise UnsupportedOp(f"{where(node)}: axis {axis} out of range for rank {rank}")
+    return a
+
+
+def unary(op):
+    def handler(ctx, node, attrs):
+        ctx.emit(op, [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
+    return handler
+
+
+def binary(op):
+    def handler(ctx, node, attrs):
+        a, b = node.input
+        if op == "div" and not ctx.is_const(b):
+            raise UnsupportedOp(f"{where(node)}: division by a non-constant divisor {b!r} is "
+                                "not supported (only division by a constant)")
+        ctx.emit(op, [ctx.tensor(a, node), ctx.tensor(b, node)], {}, node, out=node.output[0])
+    return handler
+
+
+def leaky_relu(ctx, node, attrs):
+    ctx.emit("leaky_relu", [ctx.tensor(node.input[0], node)],
+             {"alpha": float(attrs.get("alpha", 0.01))}, node, out=node.output[0])
+
+
+def hard_sigmoid(ctx, node, attrs):
+    ctx.emit("hard_sigmoid", [ctx.tensor(node.input[0], node)],
+             {"alpha": float(attrs.get("alpha", 0.2)), "beta": float(attrs.get("beta", 0.5))},
+             node, out=node.output[0])
+
+
+def clip(ctx, node, attrs):
+    lo = _scalar(ctx, node, 1, "Clip min", -math.inf)
+    hi = _scalar(ctx, node, 2, "Clip max", math.inf)
+    ctx.emit("clip", [ctx.tensor(node.input[0], node)], {"min": lo, "max": hi}, node,
+             out=node.output[0])
+
+
+def softmax(ctx, node, attrs):
+    x = node.input[0]
+    axis = _axis(node, attrs.get("axis", -1), len(ctx.shape(x, node)))
+    ctx.emit("softmax", [ctx.tensor(x, node)], {"axis": axis}, node, out=node.output[0])
+
+
+def flatten(ctx, node, attrs):
+    x = node.input[0]
+    axis = _axis(node, attrs.get("axis", 1), len(ctx.shape(x, node)) + 1)
+    if axis != 1:
+        raise UnsupportedOp(f"{where(node)}: Flatten axis={axis} merges the batch axis with "
+                            "others; only axis=1 keeps samples apart")
+    ctx.emit("flatten", [ctx.tensor(x, node)], {}, node, out=node.output[0])
+
+
+def resolve_reshape(node, in_shape, target, allowzero, batch_one):
+    """The per-sample target of an ONNX Reshape of a batched tensor, or an error if the reshape
+    does not keep axis 0 as the batch axis. Accepted heads: the batch size taken from Shape
+    (folded to BATCH_SENTINEL), 0 (copy, without allowzero), 1 in a batch-1 model, or -1 with
+    concrete per-sample dims after it (torch's x.view(-1, K))."""
+    t = [int(d) for d in target]
+    per_sample = math.prod(in_shape[1:])
+    if not t:
+        raise UnsupportedOp(f"{where(node)}: Reshape to a scalar drops the batch axis")
+    if not allowzero:
+        t = [in_shape[i] if d == 0 and i < len(in_shape) else d for i, d in enumerate(t)]
+    head, rest = t[0], t[1:]
+    if BATCH_SENTINEL in rest or BATCH in rest:
+        raise UnsupportedOp(f"{where(node)}: Reshape moves the batch size off axis 0: {target}")
+    keeps_batch = head in (BATCH_SENTINEL, BATCH) or (head == 1 and batch_one)
+    if head == -1 and -1 not in rest and all(d > 0 for d in rest) and \
+            math.prod(rest) == per_sample:
+        keeps_batch = True
+    if not keeps_batch:
+        raise UnsupportedOp(f"{where(node)}: Reshape of {in_shape} to {list(target)} would not "
+                            "keep axis 0 as the batch axis")
+    if rest.count(-1) > 1 or any(d < -1 or d == 0 for d in rest):
+        raise UnsupportedOp(f"{where(node)}: Reshape target {list(target)} is not supported")
+    if -1 in rest:
+        known = math.prod(d for d in rest if d != -1)
+        if known == 0 or per_sample % known:
+            raise UnsupportedOp(f"{where(node)}: cannot reshape {in_shape} to {list(target)}")
+        rest[rest.index(-1)] = per_sample // known
+    return tuple(rest)
+
+
+def reshape(ctx, node, attrs):
+    x, target = node.input
+    shape = resolve_reshape(node, ctx.shape(x, node), ctx.const(target, node, "Reshape shape"),
+                            attrs.get("allowzero", 0), ctx.batch_one)
+    ctx.emit("reshape", [ctx.tensor(x, node)], {"shape": shape}, node, out=node.output[0])
+
+
+def transpose(ctx, node, attrs):
+    x = node.input[0]
+    rank = len(ctx.shape(x, node))
+    perm = [_axis(node, p, rank) for p in attrs.get("perm", list(range(rank))[::-1])]
+    ctx.emit("transpose", [ctx.tensor(x, node)], {"perm": perm}, node, out=node.output[0])
+
+
+def concat(ctx, node, attrs):
+    rank = len(ctx.shape(node.input[0], node))
+    axis = _axis(node, attrs.get("axis"), rank)
+    ctx.emit("concat", [ctx.tensor(i, node) for i in node.input], {"axis": axis}, node,
+             out=node.output[0])
+
+
+def pad(ctx, node, attrs):
+    mode = attrs.get("mode", "constant")
+    if mode != "constant":
+        raise UnsupportedOp(f"{where(node)}: Pad mode {mode!r} is not supported (only "
+                            "'constant')")
+    x = node.input[0]
+    rank = len(ctx.shape(x, node))
+    pads = [int(p) for p in ctx.const(node.input[1], node, "Pad pads")]
+    value = _scalar(ctx, node, 2, "Pad constant_value", 0.0)
+    axes_name = _opt(node, 3)
+    axes = list(range(rank)) if axes_name is None else [
+        _axis(node, int(a), rank) for a in ctx.const(axes_name, node, "Pad axes")]
+    if len(pads) != 2 * len(axes):
+        raise UnsupportedOp(f"{where(node)}: {len(pads)} pads for {len(axes)} axes")
+    if min(pads, default=0) < 0:
+        raise UnsupportedOp(f"{where(node)}: negative pads (cropping) are not supported")
+    full = [0] * (2 * rank)
+    for k, a in enumerate(axes):
+        full[a], full[rank + a] = pads[k], pads[len(axes) + k]
+    ctx.emit("pad", [ctx.tensor(x, node)], {"pads": full, "value": value}, node,
+             out=node.output[0])
+
+
+def identity(ctx, node, attrs):
+    ctx.emit("identity", [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
+
+
+def dropout(ctx, node, attrs):
+    attrs.ignore("seed", "ratio")  # inference: dropout is the identity whatever its ratio
+    training = _opt(node, 2)
+    if training is not None and ctx.const(training, node, "Dropout training_mode").any():
+        raise UnsupportedOp(f"{where(node)}: Dropout in training mode is not supported")
+    if len(node.output) > 1 and node.output[1]:
+        ctx.dropped[node.output[1]] = "the Dropout mask output is not supported"
+    ctx.emit("dropout", [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
+
+
+def cast(ctx, node, attrs):
+    to = attrs.get("to")
+    attrs.ignore("saturate", "round_mode")  # only meaningful for float8 targets
+    if to != TensorProto.FLOAT:
+        raise UnsupportedOp(f"{where(node)}: Cast of a batched tensor to "
+                            f"{TensorProto.DataType.Name(to)} is not supported (float32 only)")
+    ctx.emit("identity", [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
+
+
+def shape(ctx, node, attrs):
+    """Shape of a batched tensor is a constant whose batch entry is BATCH_SENTINEL."""
+    full = ctx.shape(node.input[0], node)
+    value = np.array([BATCH_SENTINEL, *full[1:]], dtype=np.int64)
+    start, end = attrs.get("start", 0), attrs.get("end", None)
+    ctx.consts[node.output[0]] = value[start:end]
