@@ -26,7 +26,7 @@ class TensorSpec:
     shape: tuple  # (None, *per_sample_shape): the batch axis first
     bits: int
     dtype: np.dtype
-    scale: float | None  # float value = integer * scale (from the unhashed metadata)
+    scale: float | list | None  # float value = integer * scale, per tensor or per feature (unhashed metadata)
 
 
 class Model:
@@ -160,7 +160,8 @@ class Model:
         if spec.scale is None:
             raise InputError(f"input {spec.name!r} has no scale in the model metadata")
         m = bits_max(spec.bits)
-        return np.clip(np.rint(np.asarray(x, np.float64) / spec.scale), -m, m).astype(spec.dtype)
+        scale = np.asarray(spec.scale, np.float64)  # per tensor, or per feature (last axis)
+        return np.clip(np.rint(np.asarray(x, np.float64) / scale), -m, m).astype(spec.dtype)
 
     def dequantize_output(self, y, name: str | None = None) -> np.ndarray:
         spec = self._spec(self.outputs, name)

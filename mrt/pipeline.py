@@ -1,0 +1,90 @@
+"""convert(onnx, calibration data, target) -> cvm.Model: the named list of stages, in order.
+
+    import -> rewrite passes -> (drop the final softmax) -> calibrate -> quantize (+ MAC splits) -> verify
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from eth_hash.auto import keccak
+
+import cvm
+from mrt.calibrate import calibrate, data_hash
+from mrt.onnx_import import import_onnx
+from mrt.passes.fold_input_affine import fold_input_affine
+from mrt.quantize import config_for, quantize
+
+STAGES = ("import", "passes", "output_transform", "calibrate", "quantize")
+
+
+def load_data(data, graph) -> dict[str, np.ndarray]:
+    """Calibration data as {input name: float32 array}: an array, a dict, or an .npz path
+    (holding `x`, or arrays named after the graph inputs)."""
+    if isinstance(data, (str, os.PathLike)):
+        with np.load(data, allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+    if isinstance(data, np.ndarray):
+        data = {graph.inputs[0].name: data}
+    names = [s.name for s in graph.inputs]
+    if all(n in data for n in names):
+        return {n: np.asarray(data[n], np.float32) for n in names}
+    if len(names) == 1 and "x" in data:
+        return {names[0]: np.asarray(data["x"], np.float32)}
+    raise ValueError(f"calibration data must hold 'x' or arrays named {names}; it has {sorted(data)}")
+
+
+def strip_output_softmax(graph):
+    """Drop a softmax that produces a graph output (monotone: the client applies it if wanted)."""
+    from mrt.graph import Graph
+    outputs, dropped = list(graph.outputs), []
+    nodes = list(graph.nodes)
+    for node in list(nodes):
+        if node.op == "softmax" and node.outputs[0] in outputs and len(graph.consumers(node.outputs[0])) == 0:
+            outputs[outputs.index(node.outputs[0])] = node.inputs[0]
+            nodes.remove(node)
+            dropped.append(node.outputs[0])
+    if not dropped:
+        return graph, []
+    return Graph(graph.inputs, outputs, graph.initializers, nodes, graph.name), dropped
+
+
+def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
+            calibration_method: str = "absmax", softmax: str = "client", batch_size: int = 64,
+            progress: bool = True, per_feature_inputs: bool = True, **overrides) -> cvm.Model:
+    """Convert an ONNX model (path, bytes or onnx.ModelProto) into a verified integer cvm.Model."""
+    from mrt.passes import DEFAULT_PIPELINE, run_pipeline
+
+    source = model
+    if isinstance(model, (str, os.PathLike)):
+        model_bytes = Path(model).read_bytes()
+    elif isinstance(model, bytes):
+        model_bytes = model
+    else:
+        model_bytes = model.SerializeToString()
+    graph = import_onnx(model if not isinstance(model, bytes) else _onnx_from_bytes(model))
+    graph = run_pipeline(graph, DEFAULT_PIPELINE)
+    graph = fold_input_affine(graph)
+    dropped = []
+    if softmax == "client":
+        graph, dropped = strip_output_softmax(graph)
+    data = load_data(calibration, graph)
+    thresholds = calibrate(graph, data, method=calibration_method, batch_size=batch_size, progress=progress)
+    config = config_for(target, bits=bits, softmax=softmax, **overrides)
+    meta = {
+        "calibration_hash": data_hash(data),
+        "calibration": {"method": calibration_method, "samples": int(len(next(iter(data.values()))))},
+        "provenance": {"tool": "mrt", "source": str(source) if isinstance(source, (str, os.PathLike)) else "<onnx>",
+                       "onnx_keccak256": "0x" + keccak(model_bytes).hex(), "target": target},
+    }
+    if dropped:
+        meta["output_transform"] = "softmax"
+    features = {s.name: np.abs(data[s.name]).max(axis=0) for s in graph.inputs
+                if len(s.shape) == 1 and per_feature_inputs}
+    return quantize(graph, thresholds, config, meta, feature_thresholds=features)
+
+
+def _onnx_from_bytes(data: bytes):
+    import onnx
+    return onnx.load_from_string(data)

@@ -1,0 +1,49 @@
+"""Float graph + calibration thresholds + config -> integer cvm.Model (one rule per op)."""
+from __future__ import annotations
+
+import numpy as np
+
+import cvm
+from mrt.quantize.config import TARGETS, QuantConfig, config_for
+from mrt.quantize.rules import RULES
+from mrt.quantize.state import QT, QuantizeError, Quantizer, qmax, safe_name
+
+__all__ = ["QuantConfig", "QuantizeError", "TARGETS", "config_for", "quantize"]
+
+
+def quantize(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | None = None,
+             feature_thresholds: dict[str, np.ndarray] | None = None) -> cvm.Model:
+    """`feature_thresholds`: per-feature ranges of 1-D inputs (tabular data), which then get one
+    scale per feature instead of one per tensor."""
+    qz = Quantizer(graph, thresholds, config)
+    input_scales = {}
+    for spec in graph.inputs:
+        name = qz.fresh(spec.name)
+        feat = (feature_thresholds or {}).get(spec.name)
+        qz.b.input(name, spec.shape, config.bits if feat is None else config.feature_input_bits)
+        if feat is not None:
+            scale = np.where(feat > 0, feat, 1.0).astype(np.float64) / qmax(config.feature_input_bits)
+            qz.q[spec.name] = QT(name, scale, 0, False)
+            input_scales[name] = scale.tolist()
+        else:
+            scale = qz.scale_of(spec.name)
+            qz.q[spec.name] = QT(name, np.asarray(scale), None, True)
+            input_scales[name] = scale
+    for node in graph.nodes:
+        rule = RULES.get(node.op)
+        if rule is None:
+            raise QuantizeError(f"node {node.name!r}: op {node.op!r} has no quantization rule "
+                                f"(supported: {sorted(RULES)})")
+        qz.q[node.outputs[0]] = rule(qz, node)
+    outputs, output_scales = [], {}
+    for fname in graph.outputs:
+        scale = qz.scale_of(fname, config.output_bits)
+        t = qz.requant(qz.q[fname], scale, config.output_bits, name=f"{safe_name(fname)}.out")
+        outputs.append(t.name)
+        output_scales[t.name] = scale
+    tensor_map = {f: [t.name, np.atleast_1d(t.scale).astype(float).tolist(), t.axis]
+                  for f, t in qz.q.items()}
+    meta = dict(meta or {})
+    meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
+                 "quantization": {k: v for k, v in vars(config).items()}})
+    return qz.b.build(outputs, meta)

@@ -1,0 +1,39 @@
+"""Quantization settings per target. Passed as arguments, never global."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+TARGETS = ("cvm", "fhe")
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    target: str = "cvm"
+    bits: int = 8  # activations (symmetric, per tensor)
+    weight_bits: int = 8  # weights (symmetric, per output channel)
+    output_bits: int = 16  # graph outputs (more precision for logits costs nothing)
+    feature_input_bits: int = 16  # 1-D (tabular) inputs, one scale per feature: more dynamic range
+    acc_bits: int = 32  # accumulator budget of every multiply-accumulate (MAC splits keep it)
+    lut_input_bits: int | None = None  # fhe: every table lookup's input fits this many bits
+    add_extra_bits: int = 4  # extra precision of the common scale of an activation + activation
+    softmax: str = "client"  # final softmax: "client" drops it (outputs logits), "integer" computes it
+
+    def __post_init__(self):
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown target {self.target!r}; choose from {TARGETS}")
+        if self.softmax not in ("client", "integer"):
+            raise ValueError(f"softmax must be 'client' or 'integer', got {self.softmax!r}")
+        for name in ("bits", "weight_bits", "output_bits", "feature_input_bits"):
+            if not 2 <= getattr(self, name) <= 16:
+                raise ValueError(f"{name} must be in 2..16, got {getattr(self, name)}")
+        if not 8 <= self.acc_bits <= 32:
+            raise ValueError(f"acc_bits must be in 8..32, got {self.acc_bits}")
+
+
+def config_for(target: str = "cvm", **overrides) -> QuantConfig:
+    """Defaults of a target; `None` overrides are ignored so CLI flags can pass through."""
+    base = QuantConfig(target=target)
+    if target == "fhe":
+        base = replace(base, bits=6, weight_bits=6, output_bits=8, feature_input_bits=6, acc_bits=16,
+                       lut_input_bits=8)
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})

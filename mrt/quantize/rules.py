@@ -1,0 +1,251 @@
+"""One quantization rule per float op: read the inputs' integer tensors, emit cvm nodes, record
+the output's integer tensor and scale. Axes in float attributes count the batch axis; cvm's don't."""
+from __future__ import annotations
+
+import numpy as np
+
+from mrt.quantize.split import emit_mac
+from mrt.quantize.state import QT, QuantizeError, Quantizer, qmax, safe_name
+
+
+def _const(qz: Quantizer, name: str):
+    return qz.fgraph.initializers.get(name)
+
+
+def _per_sample(axes) -> list[int]:
+    return [int(a) - 1 for a in axes]
+
+
+def _node_name(node) -> str:
+    return safe_name(node.outputs[0])
+
+
+# ---------------------------------------------------------------- multiply-accumulate
+
+def _weights_and_bias(qz, w, b, x_scale):
+    """Per-output-channel weights; the bias at the accumulator scale. A channel whose weights are
+    tiny next to its bias gets a coarser weight scale, so its bias stays a small part of the
+    accumulator budget (a quarter of it)."""
+    qw, sw = qz.weights(w, axis=0)
+    if b is not None:
+        cap = qmax(qz.cfg.acc_bits) // 4
+        floor = np.abs(b).astype(np.float64) / (x_scale * cap)
+        if np.any(floor > sw):
+            qw, sw = qz.weights(w, axis=0, min_scale=floor)
+    acc_scale = x_scale * sw
+    qb = None if b is None else np.round(b / acc_scale).astype(np.int64)
+    return qw, qb, acc_scale
+
+
+def conv(qz, node):
+    x = qz.narrow(node.inputs[0])
+    w = _const(qz, node.inputs[1])
+    if w is None or w.ndim != 4:
+        raise QuantizeError(f"node {node.name!r}: only 2-D convolutions with constant weights are supported")
+    b = _const(qz, node.inputs[2]) if len(node.inputs) > 2 else None
+    qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale))
+    out, factor = emit_mac(qz, "conv2d", x.name, qw, qb, _node_name(node), strides=node.attrs["strides"],
+                           pads=node.attrs["pads"], dilations=node.attrs["dilations"], groups=node.attrs["groups"])
+    return QT(out, acc_scale * factor, 0)
+
+
+def dense(qz, node):
+    w = _const(qz, node.inputs[1])
+    b = _const(qz, node.inputs[2]) if len(node.inputs) > 2 else None
+    x = qz.q[node.inputs[0]]
+    if x.per_channel and x.axis == len(qz.shape_of(x.name)) - 1:
+        # per-feature input scales fold into the weights' columns
+        qw, qb, acc_scale = _weights_and_bias(qz, w * x.scale[None, :], b, 1.0)
+    else:
+        x = qz.narrow(node.inputs[0])
+        qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale))
+    out, factor = emit_mac(qz, "dense", x.name, qw, qb, _node_name(node))
+    return QT(out, acc_scale * factor, len(qz.fgraph.shapes[node.outputs[0]]) - 1)
+
+
+def matmul(qz, node):
+    if any(qz.fgraph.is_constant(i) for i in node.inputs):
+        raise QuantizeError(f"node {node.name!r}: matmul with a constant operand should be a dense layer")
+    a, b = qz.narrow(node.inputs[0]), qz.narrow(node.inputs[1])
+    out = qz.op("matmul", a.name, b.name, name=_node_name(node))
+    return QT(out, np.asarray(float(a.scale) * float(b.scale)))
+
+
+# ---------------------------------------------------------------- elementwise arithmetic
+
+def _common(qz, node, fname, scale):
+    """The activation `fname` rescaled to the common fine `scale` (wide bits, no clipping)."""
+    t = qz.q[fname]
+    need = int(np.ceil(float(qz.thr.get(fname, 0.0)) / scale)) + 1
+    bits = min(32, max(need, 1).bit_length() + 2)
+    return qz.requant(t, scale, bits, name=f"{_node_name(node)}.{fname}.q")
+
+
+def add_sub(qz, node):
+    op = node.op
+    out_scale = qz.scale_of(node.outputs[0]) / 2 ** qz.cfg.add_extra_bits
+    a, b = node.inputs
+    ca, cb = _const(qz, a), _const(qz, b)
+    if ca is None and cb is None:
+        qa, qb = _common(qz, node, a, out_scale), _common(qz, node, b, out_scale)
+        return QT(qz.op(op, qa.name, qb.name, name=_node_name(node)), np.asarray(out_scale))
+    act, const = (a, cb) if cb is not None else (b, ca)
+    qa = _common(qz, node, act, out_scale)
+    qc = qz.b.const(np.round(const / out_scale).astype(np.int64), dtype="int32")
+    args = (qa.name, qc) if cb is not None else (qc, qa.name)
+    return QT(qz.op(op, *args, name=_node_name(node)), np.asarray(out_scale))
+
+
+def mul(qz, node):
+    a, b = node.inputs
+    ca, cb = _const(qz, a), _const(qz, b)
+    if ca is None and cb is None:
+        qa, qb = qz.narrow(a), qz.narrow(b)
+        out = qz.op("mul", qa.name, qb.name, name=_node_name(node))
+        return QT(out, np.asarray(float(qa.scale) * float(qb.scale)))
+    act, c = (a, cb) if cb is not None else (b, ca)
+    t = qz.q[act]
+    if c.size == 1 and float(c.reshape(())) > 0:  # a positive scalar is just a new scale
+        return QT(t.name, t.scale * float(c.reshape(())), t.axis, False)
+    t = qz.narrow(act)
+    wmax = qmax(qz.cfg.weight_bits)
+    sc = float(np.abs(c).max()) / wmax or 1.0
+    qc = qz.b.const(np.round(c / sc).astype(np.int64))
+    args = (t.name, qc) if cb is not None else (qc, t.name)
+    return QT(qz.op("mul", *args, name=_node_name(node)), np.asarray(float(t.scale) * sc))
+
+
+def div(qz, node):
+    c = _const(qz, node.inputs[1])
+    if c is None or np.any(c == 0):
+        raise QuantizeError(f"node {node.name!r}: division needs a non-zero constant divisor")
+    t = qz.q[node.inputs[0]]
+    if c.size == 1 and float(c.reshape(())) > 0:
+        return QT(t.name, t.scale / float(c.reshape(())), t.axis, False)
+    raise QuantizeError(f"node {node.name!r}: division by a non-scalar constant should be folded to mul")
+
+
+# ---------------------------------------------------------------- activations
+
+def relu(qz, node):
+    t = qz.narrow(node.inputs[0], target=node.outputs[0])
+    return QT(qz.op("relu", t.name, name=_node_name(node)), t.scale, None, True)
+
+
+def clip(qz, node):
+    t = qz.narrow(node.inputs[0], target=node.outputs[0])
+    s, m = float(t.scale), qmax(qz.cfg.bits)
+    lo = -m if node.attrs["min"] == -np.inf else int(np.clip(np.round(node.attrs["min"] / s), -m, m))
+    hi = m if node.attrs["max"] == np.inf else int(np.clip(np.round(node.attrs["max"] / s), -m, m))
+    return QT(qz.op("clip", t.name, lo=lo, hi=hi, name=_node_name(node)), t.scale, None, True)
+
+
+def _lut(fn):
+    def rule(qz, node):
+        t = qz.narrow(node.inputs[0])
+        m = qmax(qz.cfg.bits)
+        domain = np.arange(-m, m + 1, dtype=np.float64) * float(t.scale)
+        values = fn(domain, **node.attrs)
+        out_scale = qz.scale_of(node.outputs[0])
+        table = np.clip(np.round(values / out_scale), -m, m).astype(np.int64)
+        out = qz.op("lut", t.name, qz.b.const(table), offset=-m, name=_node_name(node))
+        return QT(out, np.asarray(out_scale), None, True)
+    return rule
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+LUT_FUNCTIONS = {
+    "sigmoid": lambda x: _sigmoid(x),
+    "tanh": lambda x: np.tanh(x),
+    "leaky_relu": lambda x, alpha: np.where(x >= 0, x, alpha * x),
+    "hard_sigmoid": lambda x, alpha, beta: np.clip(alpha * x + beta, 0, 1),
+}
+
+
+def softmax(qz, node):
+    """Integer softmax: lookup of exp(x - max) (2^EXP_BITS scale), sum, integer division."""
+    axis = node.attrs["axis"] - 1
+    t = qz.narrow(node.inputs[0])
+    m = qmax(qz.cfg.bits)
+    exp_bits, prob_bits = 12, qz.cfg.output_bits - 1
+    mx = qz.op("max", t.name, axes=[axis], keepdims=1, name=f"{_node_name(node)}.max")
+    # x - max(x) is <= 0, but the bound analysis only knows [-2m, 2m]: the table covers that domain
+    # (exp(0) for d > 0) and never holds 0, so the sum is proven >= 1 and the division is safe.
+    d = qz.op("sub", t.name, mx, name=f"{_node_name(node)}.shifted")
+    domain = np.minimum(np.arange(-2 * m, 2 * m + 1), 0) * float(t.scale)
+    table = np.maximum(np.round(np.exp(domain) * 2 ** exp_bits), 1).astype(np.int64)
+    e = qz.op("lut", d, qz.b.const(table), offset=-2 * m, name=f"{_node_name(node)}.exp")
+    total = qz.op("sum", e, axes=[axis], keepdims=1, name=f"{_node_name(node)}.sum")
+    num = qz.op("mul", e, qz.b.const([2 ** prob_bits], dtype="int32"), name=f"{_node_name(node)}.scaled")
+    out = qz.op("div", num, total, name=_node_name(node))
+    return QT(out, np.asarray(2.0 ** -prob_bits), None, False)
+
+
+# ---------------------------------------------------------------- pooling and reductions
+
+def max_pool(qz, node):
+    t = qz.narrow(node.inputs[0])
+    a = node.attrs
+    out = qz.op("max_pool2d", t.name, kernel=a["kernel"], strides=a["strides"], pads=a["pads"],
+                  dilations=a["dilations"], name=_node_name(node))
+    return QT(out, t.scale, None, True)
+
+
+def sum_pool(qz, node):
+    t = qz.narrow(node.inputs[0])
+    a = node.attrs
+    c = qz.shape_of(t.name)[0]
+    ones = qz.b.const(np.ones((c, 1) + tuple(a["kernel"]), np.int64), dtype="int8")
+    out = qz.op("conv2d", t.name, ones, strides=a["strides"], pads=a["pads"], dilations=a["dilations"],
+                  groups=c, name=_node_name(node))
+    return QT(out, t.scale)
+
+
+def sum_(qz, node):
+    t = qz.narrow(node.inputs[0])
+    out = qz.op("sum", t.name, axes=_per_sample(node.attrs["axes"]), keepdims=int(node.attrs["keepdims"]),
+                  name=_node_name(node))
+    return QT(out, t.scale)
+
+
+# ---------------------------------------------------------------- layout
+
+def _passthrough(cvm_op, attrs_fn):
+    def rule(qz, node):
+        t = qz.q[node.inputs[0]]
+        if t.per_channel:
+            t = qz.narrow(node.inputs[0])
+        out = qz.op(cvm_op, t.name, name=_node_name(node), **attrs_fn(node.attrs))
+        return QT(out, t.scale, None, t.narrow)
+    return rule
+
+
+def pad(qz, node):
+    t = qz.narrow(node.inputs[0])
+    pads, r = list(node.attrs["pads"]), len(node.attrs["pads"]) // 2
+    value = int(np.clip(np.round(node.attrs["value"] / float(t.scale)), -qmax(qz.cfg.bits), qmax(qz.cfg.bits)))
+    out = qz.op("pad", t.name, pads=pads[1:r] + pads[r + 1:], value=value, name=_node_name(node))
+    return QT(out, t.scale, None, True)
+
+
+def concat(qz, node):
+    scale = qz.scale_of(node.outputs[0])
+    parts = [qz.rescale_to(i, scale, f"{_node_name(node)}.in{k}").name for k, i in enumerate(node.inputs)]
+    out = qz.op("concat", *parts, axis=node.attrs["axis"] - 1, name=_node_name(node))
+    return QT(out, np.asarray(scale), None, True)
+
+
+RULES = {
+    "conv": conv, "dense": dense, "matmul": matmul,
+    "add": add_sub, "sub": add_sub, "mul": mul, "div": div,
+    "relu": relu, "clip": clip, "softmax": softmax,
+    **{name: _lut(fn) for name, fn in LUT_FUNCTIONS.items()},
+    "max_pool": max_pool, "sum_pool": sum_pool, "sum": sum_,
+    "flatten": _passthrough("flatten", lambda a: {}),
+    "reshape": _passthrough("reshape", lambda a: {"shape": list(a["shape"])}),
+    "transpose": _passthrough("transpose", lambda a: {"perm": [p - 1 for p in a["perm"][1:]]}),
+    "pad": pad, "concat": concat,
+}

@@ -1,0 +1,81 @@
+"""Multiply-accumulate splits: when the proven bound of a dot product exceeds the accumulator
+budget, split the summed dimension into chunks whose bounds fit, then add the chunks (rounding
+each by a common right shift first when their sum could still exceed the budget)."""
+from __future__ import annotations
+
+import numpy as np
+
+from mrt.quantize.state import QuantizeError, Quantizer, qmax
+from cvm.ops.rescale import round_shift
+
+
+def _chunk_bounds(w_cols: np.ndarray, bias: np.ndarray | None, lo: int, hi: int) -> np.ndarray:
+    """Per output channel: max |sum| of w_cols . x + b over x in [lo, hi] (hulled with 0)."""
+    lo, hi = min(lo, 0), max(hi, 0)
+    pos = np.where(w_cols > 0, w_cols, 0).sum(axis=1).astype(object)
+    neg = np.where(w_cols < 0, w_cols, 0).sum(axis=1).astype(object)
+    b = np.zeros(len(w_cols), dtype=object) if bias is None else bias.astype(object)
+    top = pos * hi + neg * lo + b
+    bottom = pos * lo + neg * hi + b
+    return np.maximum(np.abs(top), np.abs(bottom))
+
+
+def plan_chunks(w2d: np.ndarray, group: int, bias, lo: int, hi: int, limit: int) -> list[tuple[int, int]]:
+    """Contiguous chunks of the summed axis (in units of `group` columns) whose bounds fit `limit`."""
+    n = w2d.shape[1] // group
+    chunks, start = [], 0
+    while start < n:
+        end = start + 1
+        b = bias if not chunks else None
+        if _chunk_bounds(w2d[:, start * group:end * group], b, lo, hi).max() > limit:
+            raise QuantizeError("a single input column already exceeds the accumulator budget")
+        while end < n and _chunk_bounds(w2d[:, start * group:(end + 1) * group], b, lo, hi).max() <= limit:
+            end += 1
+        chunks.append((start, end))
+        start = end
+    return chunks
+
+
+def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | None, name: str,
+             **attrs) -> tuple[str, float]:
+    """Emit conv2d / dense of x with integer weights, split to the accumulator budget.
+    Returns the output tensor and the factor (a power of two) its scale gained."""
+    limit = qmax(qz.cfg.acc_bits)
+    lo, hi = qz.interval(x)
+    if op == "dense":
+        w2d, group, axis = qw, 1, len(qz.shape_of(x)) - 1
+    else:
+        if attrs.get("groups", 1) != 1 and _chunk_bounds(qw.reshape(len(qw), -1), qb, lo, hi).max() > limit:
+            raise QuantizeError(f"node {name!r}: grouped conv exceeds the {qz.cfg.acc_bits}-bit accumulator budget")
+        w2d, group, axis = qw.reshape(len(qw), -1), qw.shape[2] * qw.shape[3], 0
+    wdt = "int8" if qz.cfg.weight_bits <= 8 else "int16"
+
+    def mac(inp, w, b, suffix):
+        args = [inp, qz.b.const(w, dtype=wdt)] + ([qz.b.const(b, dtype="int32")] if b is not None else [])
+        return qz.op("conv2d" if op != "dense" else "dense", *args, name=name + suffix, **attrs)
+
+    if _chunk_bounds(w2d, qb, lo, hi).max() <= limit:
+        return mac(x, qw, qb, ""), 1.0
+
+    chunks = plan_chunks(w2d, group, qb, lo, hi, limit)
+    shape = qz.shape_of(x)
+    parts, bounds = [], []
+    for i, (s, e) in enumerate(chunks):
+        starts, ends = [0] * len(shape), list(shape)
+        starts[axis], ends[axis] = s, e
+        xs = qz.op("slice", x, starts=starts, ends=ends, steps=[1] * len(shape), name=f"{name}.x{i}")
+        w = qw[:, s:e] if op == "dense" else qw[:, s:e]
+        b = qb if i == 0 else None
+        parts.append(mac(xs, w, b, f".part{i}"))
+        bounds.append(int(_chunk_bounds(w2d[:, s * group:e * group], b, lo, hi).max()))
+    shift = 0
+    while sum(abs(round_shift(p, shift)) + (1 if shift else 0) for p in bounds) > limit:
+        shift += 1
+    if shift:
+        one = qz.b.const([1], dtype="int32")
+        parts = [qz.op("requant", p, one, shift=shift, bits=qz.cfg.acc_bits, name=f"{p}.shift")
+                 for p in parts]
+    out = parts[0]
+    for i, p in enumerate(parts[1:], 1):
+        out = qz.op("add", out, p, name=f"{name}.sum{i}" if i < len(parts) - 1 else name)
+    return out, float(2 ** shift)

@@ -1,0 +1,174 @@
+"""The quantizer's working state: the cvm graph being built and, for every float tensor, the
+integer tensor that represents it and its scale (float value = integer * scale)."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+import cvm
+from cvm.ir import Graph as IntGraph
+from cvm.ops.rescale import round_shift
+from cvm.verify import verify
+from mrt.errors import MrtError
+from mrt.quantize.config import QuantConfig
+
+INT32_MAX = 2 ** 31 - 1
+
+
+class QuantizeError(MrtError):
+    """The float graph cannot be quantized as asked; the message names the node."""
+
+
+@dataclass(frozen=True)
+class QT:
+    """An integer tensor standing for a float one: value = q * scale (scale per tensor, or per
+    channel along per-sample `axis`). `narrow` means: per tensor, at the activation bits."""
+
+    name: str
+    scale: np.ndarray  # shape () or (C,)
+    axis: int | None = None
+    narrow: bool = False
+
+    @property
+    def per_channel(self) -> bool:
+        return self.scale.ndim == 1 and self.scale.size > 1
+
+
+def safe_name(name: str) -> str:
+    """A cvm tensor name (charset [A-Za-z0-9_.:/-], at most 100 characters) for a float one."""
+    out = re.sub(r"[^A-Za-z0-9_.:/\-]", "_", name)[-100:]
+    return out or "t"
+
+
+def qmax(bits: int) -> int:
+    return (1 << (bits - 1)) - 1
+
+
+def choose_multiplier(ratio: np.ndarray, in_absmax: int) -> tuple[np.ndarray, int]:
+    """Integer multipliers m and one shift s with m / 2^s ~ ratio, as precise as int32 multipliers
+    and int64 products allow (the largest s such that every m fits int32)."""
+    ratio = np.atleast_1d(np.asarray(ratio, np.float64))
+    top = float(ratio.max())
+    if not top > 0:
+        return np.ones_like(ratio, dtype=np.int64), 0
+    shift = min(62, math.floor(math.log2(INT32_MAX / top)))
+    while shift > 0 and (int(np.round(top * 2.0 ** shift)) > INT32_MAX
+                         or in_absmax * INT32_MAX + (1 << (shift - 1)) >= 2 ** 63):
+        shift -= 1
+    if shift < 0:
+        raise QuantizeError(f"rescale ratio {top:.3g} is too large for a multiply + shift")
+    m = np.round(ratio * 2.0 ** shift).astype(np.int64)
+    return np.maximum(m, 0), shift
+
+
+class Quantizer:
+    def __init__(self, graph, thresholds: dict[str, float], config: QuantConfig):
+        self.fgraph = graph
+        self.thr = thresholds
+        self.cfg = config
+        self.b = cvm.GraphBuilder()
+        self.q: dict[str, QT] = {}
+        self._analysis_cache = (None, None)
+        self._names: set[str] = set()
+
+    def op(self, op: str, *inputs: str, name: str, **attrs) -> str:
+        """Emit a cvm node under a valid, unique name derived from `name`."""
+        return self.b.op(op, *inputs, name=self.fresh(name), **attrs)
+
+    def fresh(self, hint: str) -> str:
+        base = safe_name(hint)
+        name, k = base, 0
+        while name in self._names:
+            k += 1
+            name = f"{base}_{k}"
+        self._names.add(name)
+        return name
+
+    # ---------------------------------------------------------------- scales and bounds
+
+    def scale_of(self, fname: str, bits: int | None = None) -> float:
+        t = float(self.thr.get(fname, 0.0))
+        return (t if t > 0 else 1.0) / qmax(bits or self.cfg.bits)
+
+    def analysis(self):
+        """Verification of the graph built so far (bounds of every tensor)."""
+        n = len(self.b.nodes)
+        if self._analysis_cache[0] != n:
+            g = IntGraph(list(self.b.inputs), dict(self.b.constants), list(self.b.nodes),
+                         [self.b.nodes[-1].output] if self.b.nodes else [], self.b.opset)
+            self._analysis_cache = (n, verify(g) if self.b.nodes else None)
+        return self._analysis_cache[1]
+
+    def interval(self, name: str) -> tuple[int, int]:
+        if name in self.b.constants:
+            c = self.b.constants[name]
+            return int(c.min()), int(c.max())
+        for i in self.b.inputs:
+            if i.name == name:
+                return -qmax(i.bits), qmax(i.bits)
+        info = self.analysis().tensors[name]
+        return info.lo, info.hi
+
+    def bits_of(self, name: str) -> int:
+        lo, hi = self.interval(name)
+        return max(abs(lo), abs(hi)).bit_length() + 1
+
+    # ---------------------------------------------------------------- rescaling
+
+    def requant(self, t: QT, scale_out: float, bits: int, name: str) -> QT:
+        """Rescale t to a per-tensor scale, clipped to `bits`. For the fhe target, an input wider
+        than the lookup budget is first reduced by an exact rounding shift (round_bit_pattern)."""
+        x, scale_in = t.name, t.scale
+        if self.cfg.lut_input_bits is not None:
+            lo, hi = self.interval(x)
+            lim, shift = qmax(self.cfg.lut_input_bits), 0
+            while max(abs(round_shift(lo, shift)), abs(round_shift(hi, shift))) > lim:
+                shift += 1
+            if shift:
+                x = self.op("requant", x, self.b.const([1], dtype="int32"), shift=shift,
+                              bits=self.cfg.lut_input_bits, name=f"{name}.round")
+                scale_in = scale_in * 2.0 ** shift
+        lo, hi = self.interval(x)
+        m, s = choose_multiplier(np.asarray(scale_in, np.float64) / scale_out, max(abs(lo), abs(hi)))
+        attrs = {"shift": s, "bits": bits}
+        if m.size > 1:
+            attrs["axis"] = t.axis
+        out = self.op("requant", x, self.b.const(m, dtype="int32"), name=name, **attrs)
+        return QT(out, np.asarray(scale_out, np.float64), None, bits == self.cfg.bits)
+
+    def narrow(self, fname: str, target: str | None = None) -> QT:
+        """The float tensor as a per-tensor integer at the activation bits. A wide tensor is
+        rescaled to the calibrated scale of `target` (default: of the tensor itself)."""
+        t = self.q[fname]
+        if t.narrow:
+            return t
+        return self.requant(t, self.scale_of(target or fname), self.cfg.bits, name=f"{t.name}.q")
+
+    def rescale_to(self, fname: str, scale: float, name: str) -> QT:
+        """The float tensor at exactly this per-tensor scale and the activation bits."""
+        t = self.q[fname]
+        if t.narrow and float(t.scale) == scale:
+            return t
+        return self.requant(t, scale, self.cfg.bits, name=name)
+
+    def weights(self, w: np.ndarray, axis: int = 0, min_scale=None) -> tuple[np.ndarray, np.ndarray]:
+        """Symmetric per-output-channel integer weights and their scales."""
+        wmax = qmax(self.cfg.weight_bits)
+        red = tuple(i for i in range(w.ndim) if i != axis)
+        absmax = np.abs(w).max(axis=red).astype(np.float64) if w.ndim > 1 else np.abs(w).astype(np.float64)
+        scale = np.where(absmax > 0, absmax / wmax, 1.0)
+        if min_scale is not None:
+            scale = np.maximum(scale, min_scale)
+        shape = [1] * w.ndim
+        shape[axis] = -1
+        qw = np.clip(np.round(w / scale.reshape(shape)), -wmax, wmax).astype(np.int64)
+        return qw, scale
+
+    def shape_of(self, name: str) -> tuple[int, ...]:
+        for i in self.b.inputs:
+            if i.name == name:
+                return i.shape
+        return self.analysis().tensors[name].shape
