@@ -13,12 +13,13 @@ from ..verify import Analysis
 from ..values import storage_dtype
 
 
-def run(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
+    """Outputs by name; with keep_all, every input and node output (for debugging and `mrt eval`)."""
     ops = OPSETS[graph.opset]
     env = {name: v.astype(np.int64) for name, v in inputs.items()}
     consts = {name: v.astype(np.int64) for name, v in graph.constants.items()}
     last_use = {name: i for i, node in enumerate(graph.nodes) for name in node.inputs}
-    keep = set(graph.outputs)
+    keep = set(graph.outputs) | (set(last_use) if keep_all else set())
     for i, (node, attrs) in enumerate(zip(graph.nodes, analysis.attrs)):
         args = [env[n] if n in env else consts[n] for n in node.inputs]
         out = ops[node.op].reference(*args, **attrs)
@@ -29,7 +30,8 @@ def run(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray]) -> dict
         for name in node.inputs:
             if last_use.get(name) == i and name not in keep and name in env:
                 del env[name]
-    return {name: env[name].astype(storage_dtype(analysis.tensors[name].bits)) for name in graph.outputs}
+    names = list(env) if keep_all else graph.outputs
+    return {name: env[name].astype(storage_dtype(analysis.tensors[name].bits)) for name in names}
 
 
 def prepare(graph: Graph, analysis: Analysis):

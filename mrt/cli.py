@@ -1,0 +1,84 @@
+"""`mrt` command line: convert and evaluate (a thin layer over mrt.convert / mrt.evaluate)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+import cvm
+from cvm.report import table
+
+
+def _pct(v):
+    return "-" if v is None else f"{100 * v:.2f}%"
+
+
+def cmd_convert(args) -> int:
+    from mrt.pipeline import convert
+    model = convert(args.model, args.calib, target=args.target, bits=args.bits,
+                    calibration_method=args.calibration, softmax=args.softmax)
+    model.save(args.output)
+    print(f"wrote {args.output}: hash {model.hash_hex}, {len(model.graph.nodes)} nodes, gas {model.gas}, "
+          f"largest accumulator {model.analysis.max_accumulator_bits} bits")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from mrt.evaluate import evaluate, ort_int8_accuracy
+    model = cvm.load(args.cvm)
+    with np.load(args.data) as d:
+        x, y = d["x"].astype(np.float32), (d["y"] if "y" in d.files else None)
+    r = evaluate(args.model, model, x, y, backend=args.backend)
+    rows = [["float (onnx)", _pct(r.float_accuracy), "100.00%"],
+            ["cvm integer", _pct(r.int_accuracy), _pct(r.agreement)]]
+    if args.compare_ort:
+        if not args.calib:
+            raise SystemExit("error: --compare-ort needs --calib CALIB.npz")
+        with np.load(args.calib) as c:
+            o = ort_int8_accuracy(args.model, c["x"].astype(np.float32), x, y)
+        rows.append(["onnxruntime int8 (QDQ u8s8 per-channel)", _pct(o["int_accuracy"]), _pct(o["agreement"])])
+    print(f"{r.n} samples")
+    print(table(["model", "top-1 accuracy", "top-1 agreement with float"], rows, "lrr"))
+    if r.layer_errors:
+        name, err = r.layer_errors[0]
+        print(f"largest error: {name} (relative L2 error {err:.4f})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mrt", description="Convert float ONNX models into integer CVM models")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("convert", help="ONNX + calibration data -> .cvm")
+    s.add_argument("model")
+    s.add_argument("--calib", required=True, help="CALIB.npz holding x (or arrays named after the inputs)")
+    s.add_argument("-o", "--output", required=True)
+    s.add_argument("--target", choices=["cvm", "fhe"], default="cvm")
+    s.add_argument("--bits", type=int, default=None, help="activation bits (default 8 for cvm, 6 for fhe)")
+    s.add_argument("--calibration", choices=["absmax", "percentile", "entropy"], default="absmax")
+    s.add_argument("--softmax", choices=["client", "integer"], default="client",
+                   help="a final softmax: left to the client (default) or computed in integers")
+    s.set_defaults(func=cmd_convert)
+    s = sub.add_parser("eval", help="float vs integer accuracy and agreement")
+    s.add_argument("model")
+    s.add_argument("cvm")
+    s.add_argument("--data", required=True, help="TEST.npz holding x and optionally y")
+    s.add_argument("--calib", help="calibration data, for --compare-ort")
+    s.add_argument("--compare-ort", action="store_true", help="also onnxruntime quantize_static int8")
+    s.add_argument("--backend", default="numba", choices=["numba", "reference"])
+    s.set_defaults(func=cmd_eval)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from mrt.errors import MrtError
+    try:
+        return args.func(args) or 0
+    except (MrtError, cvm.CVMError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
