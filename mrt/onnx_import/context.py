@@ -21,6 +21,7 @@ class ImportContext:
         self.consts = dict(consts)   # ONNX name -> np.ndarray: initializers, Constant, folded
         self.full = {}               # IR name of a batched tensor -> full shape (BATCH at 0)
         self.dropped = {}            # ONNX name -> why it has no IR counterpart
+        self.optional_outputs = set()  # dropped names that may silently leave the graph outputs
         self.nodes = []
         self.initializers = {}       # IR constants referenced by emitted nodes
         self.batch_one = batch_one   # the model declares batch size 1 (not symbolic)
@@ -62,6 +63,13 @@ class ImportContext:
         if name not in self.initializers:
             self.initializers[self._free(name)] = value
         return name
+
+    def drop(self, name, reason, optional_output=False):
+        """Record an ONNX output MRT does not compute; reading it is an error naming `reason`.
+        An optional output is also silently left out of the graph outputs."""
+        self.dropped[name] = reason
+        if optional_output:
+            self.optional_outputs.add(name)
 
     # -- emitting IR -------------------------------------------------------------------------
 

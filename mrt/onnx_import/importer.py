@@ -167,8 +167,10 @@ def import_onnx(model_or_path):
             _handle(ctx, node, opsets)
     outputs = []
     for o in g.output:
-        if o.name in ctx.dropped:
+        if o.name in ctx.optional_outputs:
             continue
+        if o.name in ctx.dropped:
+            raise UnsupportedOp(f"graph output {o.name!r}: {ctx.dropped[o.name]}")
         if ctx.is_const(o.name):
             raise UnsupportedOp(f"graph output {o.name!r} is a constant (does not depend on the "
                                 "input)")

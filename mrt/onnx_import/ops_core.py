@@ -77,7 +77,9 @@ def softmax(ctx, node, attrs):
 
 def flatten(ctx, node, attrs):
     x = node.input[0]
-    axis = _axis(node, attrs.get("axis", 1), len(ctx.shape(x, node)) + 1)
+    rank = len(ctx.shape(x, node))
+    axis = attrs.get("axis", 1)
+    axis = axis + rank if axis < 0 else axis  # Flatten's axis ranges over [-rank, rank]
     if axis != 1:
         raise UnsupportedOp(f"{where(node)}: Flatten axis={axis} merges the batch axis with "
                             "others; only axis=1 keeps samples apart")
@@ -169,7 +171,7 @@ def dropout(ctx, node, attrs):
     if training is not None and ctx.const(training, node, "Dropout training_mode").any():
         raise UnsupportedOp(f"{where(node)}: Dropout in training mode is not supported")
     if len(node.output) > 1 and node.output[1]:
-        ctx.dropped[node.output[1]] = "the Dropout mask output is not supported"
+        ctx.drop(node.output[1], "the Dropout mask output is not supported")
     ctx.emit("dropout", [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
 
 

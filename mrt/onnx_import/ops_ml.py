@@ -45,8 +45,8 @@ def linear_classifier(ctx, node, attrs):
     b = intercepts if intercepts.size else np.zeros(n_targets)
     label_out, scores_out = node.output[0], node.output[1]
     if label_out:
-        ctx.dropped[label_out] = ("the LinearClassifier label output is not imported (MRT keeps "
-                                  "the scores; take their argmax)")
+        ctx.drop(label_out, "the LinearClassifier label output is not imported (MRT keeps the "
+                 "scores; take their argmax)", optional_output=True)
     if n_targets == 1 and len(labels) == 2:
         if post == "LOGISTIC":
             w, b, post = np.concatenate([-w, w]), np.array([-b[0], b[0]]), "LOGISTIC"
