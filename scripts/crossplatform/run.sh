@@ -13,7 +13,7 @@
 # The repository is bind-mounted read-only at /cvm-src inside it; the userland has only Debian's
 # python3, python3-numpy, python3-msgpack and python3-pycryptodome. Debian has no eth-hash package,
 # so when `import eth_hash` fails there, scripts/crossplatform/shim (eth_hash.auto.keccak on
-# pycryptodome) is put on that python's sys.path, and nowhere else.
+# Debian's pycryptodome, which is the Cryptodome package) is put on that python's sys.path only.
 set -euo pipefail
 
 ARCH=i386
@@ -101,14 +101,16 @@ mkdir -p "$ROOT/cvm-src" "$ROOT/cvm-out"
 mounted "$ROOT/cvm-src" || { mount --bind "$REPO" "$ROOT/cvm-src" && mount -o remount,bind,ro "$ROOT/cvm-src"; }
 mounted "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
 
+PERSONALITY=()  # i386: make uname (and so platform.machine()) say i686, not the kernel's x86_64
+[ "$ARCH" = i386 ] && PERSONALITY=(setarch i686)
 in_root() {
-  chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+  "${PERSONALITY[@]}" chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
     PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PYPATH" /bin/sh -c "cd /cvm-src && $1"
 }
 PYPATH=/cvm-src
 if ! in_root "python3 -c 'import eth_hash.auto'" 2>/dev/null; then
   PYPATH=/cvm-src:/cvm-src/scripts/crossplatform/shim
-  echo "== eth_hash is not packaged here: using scripts/crossplatform/shim (Crypto.Hash.keccak)"
+  echo "== eth_hash is not packaged here: using scripts/crossplatform/shim (Cryptodome.Hash.keccak)"
 fi
 in_root "uname -m; python3 -c 'import platform, numpy, msgpack; print(\"python\", platform.python_version(), \"numpy\", numpy.__version__, \"msgpack\", msgpack.version)'"
 
