@@ -62,6 +62,10 @@ def _expect(cond: bool, message: str) -> None:
         raise FormatError(message)
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _ints(v, what: str) -> list[int]:
     _expect(isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
             f"{what} must be a list of integers")
@@ -73,7 +77,7 @@ def decode_graph(consensus: bytes) -> Graph:
     _expect(isinstance(obj, dict) and sorted(obj) == ["constants", "inputs", "nodes", "opset", "outputs", "version"],
             "the graph must be a map with keys constants, inputs, nodes, opset, outputs, version")
     _expect(obj["version"] == FORMAT_VERSION, f"unsupported format version {obj['version']!r} (this CVM reads {FORMAT_VERSION})")
-    _expect(isinstance(obj["opset"], int), "opset must be an integer")
+    _expect(_is_int(obj["opset"]), "opset must be an integer")
     for key in ("constants", "inputs", "nodes", "outputs"):
         _expect(isinstance(obj[key], list), f"{key} must be a list")
     _expect(len(obj["nodes"]) <= limits.MAX_NODES, f"{len(obj['nodes'])} nodes > limit {limits.MAX_NODES}")
@@ -83,13 +87,16 @@ def decode_graph(consensus: bytes) -> Graph:
         _expect(isinstance(entry, list) and len(entry) == 4, "a constant must be [name, dtype, shape, data]")
         name, dt, shape, data = entry
         _expect(isinstance(name, str), "a constant name must be a string")
-        _expect(dt in DTYPE_NAMES, f"constant {name!r} has unknown dtype {dt!r}; allowed: {sorted(DTYPE_NAMES)}")
+        _expect(isinstance(dt, str) and dt in DTYPE_NAMES, f"constant {name!r} has unknown dtype {dt!r}; allowed: {sorted(DTYPE_NAMES)}")
         shape = _ints(shape, f"constant {name!r} shape")
         _expect(len(shape) <= limits.MAX_RANK and all(0 < d <= limits.MAX_DIM for d in shape),
                 f"constant {name!r} has an invalid shape {shape}")
+        n = 1
+        for d in shape:
+            n *= d
+        _expect(n <= limits.MAX_TENSOR_ELEMENTS, f"constant {name!r} has {n} elements > limit {limits.MAX_TENSOR_ELEMENTS}")
         _expect(isinstance(data, bytes), f"constant {name!r} data must be bytes")
         dtype = DTYPE_NAMES[dt]
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
         _expect(len(data) == n * dtype.itemsize,
                 f"constant {name!r}: {len(data)} bytes of data for shape {shape} of {dt} ({n * dtype.itemsize} expected)")
         _expect(name not in constants, f"constant {name!r} is defined twice")
@@ -98,7 +105,7 @@ def decode_graph(consensus: bytes) -> Graph:
     inputs = []
     for entry in obj["inputs"]:
         _expect(isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
-                and isinstance(entry[2], int), "an input must be [name, shape, bits]")
+                and _is_int(entry[2]), "an input must be [name, shape, bits]")
         inputs.append(Input(entry[0], tuple(_ints(entry[1], f"input {entry[0]!r} shape")), entry[2]))
 
     nodes = []
@@ -107,9 +114,10 @@ def decode_graph(consensus: bytes) -> Graph:
         op, ins, out, attrs = entry
         _expect(isinstance(op, str) and isinstance(out, str), "a node's op and output must be strings")
         _expect(isinstance(ins, list) and all(isinstance(i, str) for i in ins), f"node {out!r}: inputs must be strings")
-        _expect(isinstance(attrs, dict), f"node {out!r}: attrs must be a map")
+        _expect(isinstance(attrs, dict) and all(isinstance(k, str) for k in attrs),
+                f"node {out!r}: attrs must be a map with string keys")
         for k, v in attrs.items():
-            _expect(isinstance(v, int) and not isinstance(v, bool) or isinstance(v, list),
+            _expect(_is_int(v) or isinstance(v, list),
                     f"node {out!r}: attribute {k!r} must be an integer or a list of integers")
             if isinstance(v, list):
                 _ints(v, f"node {out!r} attribute {k!r}")

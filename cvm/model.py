@@ -173,8 +173,11 @@ class Model:
 
     def _encode(self, spec: TensorSpec, array) -> bytes:
         a = np.asarray(array)
-        if a.shape[1:] != spec.shape[1:]:
+        if a.shape[1:] != spec.shape[1:] or a.ndim != len(spec.shape):
             raise InputError(f"{spec.name!r} must have shape (batch, {', '.join(map(str, spec.shape[1:]))}), got {a.shape}")
+        m = bits_max(spec.bits)
+        if a.dtype.kind not in "iu" or (a.size and (int(a.min()) < -m or int(a.max()) > m)):
+            raise InputError(f"{spec.name!r} must hold integers within {spec.bits} bits")
         return np.ascontiguousarray(a, spec.dtype.newbyteorder("<")).tobytes()
 
     def _decode(self, spec: TensorSpec, data: bytes) -> np.ndarray:

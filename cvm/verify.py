@@ -17,7 +17,7 @@ from .ops import OPSETS, Arg, RuleError
 from .ops.base import elements
 from .values import DTYPE_NAMES, bits_for, bits_max, storage_dtype
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_.:/\-]+$")
+NAME_RE = re.compile(r"[A-Za-z0-9_.:/\-]+")
 MAC_OPS = ("conv2d", "dense", "matmul")
 
 
@@ -43,7 +43,7 @@ class Analysis:
 
 
 def _check_name(name, what: str) -> None:
-    if not isinstance(name, str) or not 1 <= len(name) <= limits.MAX_NAME_LENGTH or not NAME_RE.match(name):
+    if not isinstance(name, str) or not 1 <= len(name) <= limits.MAX_NAME_LENGTH or not NAME_RE.fullmatch(name):
         raise VerifyError("structure.name", f"{what} name {name!r} must be 1..{limits.MAX_NAME_LENGTH} "
                                             "characters of [A-Za-z0-9_.:/-]")
 

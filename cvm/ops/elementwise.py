@@ -8,6 +8,9 @@ from .base import Attr, OpDef, broadcast_shapes, corners, elements, require
 
 
 def _binary_shape(args, a):
+    act_ranks = {len(x.shape) for x in args if not x.is_const}
+    require(len(act_ranks) <= 1, "shape.act_rank", "activation operands must have the same rank "
+            f"(their batch axes line up), got {[x.shape for x in args]}")
     out = broadcast_shapes(*(x.shape for x in args))
     act_rank = max(len(x.shape) for x in args if not x.is_const)
     require(len(out) == act_rank, "shape.const_rank",

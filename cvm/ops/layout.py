@@ -68,7 +68,7 @@ CONCAT = OpDef("concat", 1, -1, {"axis": Attr("int")}, concat_shape,
 
 def pad_shape(args, a):
     x, pads = args[0].shape, a["pads"]
-    require(len(pads) == 2 * len(x) and min(pads) >= 0, "attrs.pads",
+    require(len(pads) == 2 * len(x) and min(pads, default=0) >= 0, "attrs.pads",
             f"pads must be {2 * len(x)} ints >= 0 (all begins, then all ends), got {list(pads)}")
     return tuple(d + pads[i] + pads[i + len(x)] for i, d in enumerate(x))
 

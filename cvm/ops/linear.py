@@ -1,6 +1,7 @@
 """Multiply-accumulate ops: conv2d, dense, matmul.
 
-Their bounds hull the input interval with 0, so that every partial sum, in any summation order,
+Their bounds hull the input interval with 0 and count the bias only on the side that widens the
+interval, so that every partial sum, in any summation order and with the bias added first or last,
 lies inside the proven interval too (a fast backend may accumulate in int32).
 """
 from __future__ import annotations
@@ -21,8 +22,9 @@ def _weighted_bound(w_rows: np.ndarray, x: tuple[int, int], bias: np.ndarray | N
     neg = np.where(w_rows < 0, w_rows, 0).astype(np.int64).sum(axis=1)
     b = np.zeros(len(w_rows), np.int64) if bias is None else bias.astype(np.int64)
     xlo, xhi = x
-    his = [int(p) * xhi + int(n) * xlo + int(c) for p, n, c in zip(pos, neg, b)]
-    los = [int(p) * xlo + int(n) * xhi + int(c) for p, n, c in zip(pos, neg, b)]
+    # max(c, 0) / min(c, 0): partial sums stay inside whether accumulation starts from the bias or adds it last
+    his = [int(p) * xhi + int(n) * xlo + max(int(c), 0) for p, n, c in zip(pos, neg, b)]
+    los = [int(p) * xlo + int(n) * xhi + min(int(c), 0) for p, n, c in zip(pos, neg, b)]
     return min(los), max(his)
 
 

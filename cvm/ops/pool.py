@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import gas
+from ..limits import MAX_DIM
 from .base import Attr, OpDef, elements, require, with_batch
 
 _SENTINEL = np.iinfo(np.int64).min
@@ -15,9 +16,20 @@ def _pool_geometry(shape, a):
     return (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
 
 
+def _window_hits(a: int, size: int, k: int, d: int) -> bool:
+    """Window with first tap at a (taps a, a+d, ..., a+(k-1)d) has a tap in [0, size)."""
+    if a >= 0:
+        return a < size
+    t0 = (-a + d - 1) // d  # first tap at or after 0
+    return t0 < k and a + t0 * d < size
+
+
 def _taps_hit(n_out, size, k, s, d, pad_before) -> bool:
-    """Every window along one axis has at least one tap inside the unpadded input."""
-    return all(any(0 <= o * s + t * d - pad_before < size for t in range(k)) for o in range(n_out))
+    """Every window along one axis has at least one tap inside the unpadded input. Only windows
+    that start in the padding (a < 0) or past the input (the last one) can miss: O(pads / stride)."""
+    starts_before = min(n_out, (pad_before + s - 1) // s)
+    return (all(_window_hits(o * s - pad_before, size, k, d) for o in range(starts_before))
+            and _window_hits((n_out - 1) * s - pad_before, size, k, d))
 
 
 def max_pool2d_shape(args, a):
@@ -28,6 +40,7 @@ def max_pool2d_shape(args, a):
     require(len(a["pads"]) == 4 and min(a["pads"]) >= 0, "attrs.pads", "pads must be 4 ints >= 0")
     oh, ow = _pool_geometry(x, a)
     require(oh >= 1 and ow >= 1, "shape.empty", f"max_pool2d output would be empty ({oh}x{ow})")
+    require(max(oh, ow) <= MAX_DIM, "limits.dim", f"max_pool2d output {oh}x{ow} exceeds {MAX_DIM} per axis")
     (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = a["kernel"], a["strides"], a["dilations"], a["pads"]
     require(_taps_hit(oh, x[1], kh, sh, dh, pt) and _taps_hit(ow, x[2], kw, sw, dw, pl), "attrs.pads",
             "a max_pool2d window would lie entirely in the padding")

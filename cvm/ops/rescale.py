@@ -97,6 +97,8 @@ LUT = OpDef("lut", 2, 2, {"offset": Attr("int")}, lut_shape, lut_bound, lut_cost
 # ---------------------------------------------------------------- div
 
 def div_shape(args, a):
+    from .elementwise import _binary_shape
+    _binary_shape(args, a)
     require(args[1].lo >= 1, "value.divisor", f"divisor interval [{args[1].lo}, {args[1].hi}] is not proven >= 1")
     out = broadcast_shapes(args[0].shape, args[1].shape)
     act_rank = max(len(x.shape) for x in args if not x.is_const)
