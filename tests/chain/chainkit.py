@@ -1,0 +1,121 @@
+"""Helpers for the chain tests: a tiny real CVM model, an embedded chain, a deployed oracle."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cvm
+from cvm.chain.contracts import (
+    Deployment, OracleConfig, TxFailed, call_struct, deploy, deploy_oracle, register_model, send,
+)
+from cvm.chain.embedded import EmbeddedChain
+from cvm.chain.node import commitment
+from cvm.chain.store import ModelStore
+
+HERE = Path(__file__).parent
+TEST_ARTIFACTS = HERE / "artifacts"
+ROOT = HERE.parents[1]
+BACKEND = "numba" if importlib.util.find_spec("cvm.interp.numba") else "reference"
+CONFIG = OracleConfig(quorum=2, committee_size=3, min_stake=10**18, slash_amount=4 * 10**17,
+                      min_fee=10**15, commit_window=100, reveal_window=100, withdrawal_delay=1000,
+                      callback_gas_limit=200_000)
+
+
+def tiny_model() -> cvm.Model:
+    """4 int8 inputs -> 3 logits: a dense layer, small enough to reason about."""
+    b = cvm.GraphBuilder()
+    x = b.input("x", (4,), bits=8)
+    w = b.const([[1, 2, 3, 4], [-1, 0, 1, 0], [5, -5, 5, -5]], "w", "int8")
+    bias = b.const([10, -10, 0], "b", "int32")
+    return b.build(b.op("dense", x, w, bias, name="logits"))
+
+
+@contextmanager
+def reverts(error: str):
+    """Expects a transaction to revert with the named custom error."""
+    with pytest.raises(TxFailed) as info:
+        yield info
+    assert info.value.error == error, f"expected {error}, got {info.value}"
+
+
+@dataclass
+class Env:
+    chain: EmbeddedChain
+    store: ModelStore
+    model: cvm.Model
+    dep: Deployment
+    config: OracleConfig
+
+    @property
+    def w3(self):
+        return self.chain.w3
+
+    @property
+    def oracle(self):
+        return self.dep.oracle
+
+    @property
+    def registry(self):
+        return self.dep.registry
+
+    @property
+    def deployer(self):
+        return self.chain.keys[0]
+
+    @property
+    def operators(self):
+        return self.chain.keys[1:5]
+
+    @property
+    def player(self):
+        return self.chain.keys[6]
+
+    def send(self, account, call, **kw):
+        return send(self.w3, account, call, **kw)
+
+    def deploy_test(self, name, *args, **kw):
+        return deploy(self.w3, self.deployer, name, *args, directory=TEST_ARTIFACTS, **kw)
+
+    def stake_all(self, count: int = 3):
+        for op in self.operators[:count]:
+            self.send(op, self.oracle.functions.stake(), value=self.config.min_stake)
+
+    def sample(self, seed: int = 0) -> tuple[bytes, np.ndarray]:
+        x = np.random.default_rng(seed).integers(-127, 128, (1, 4)).astype(np.int8)
+        return self.model.encode_input(x), self.model.run(x, backend=BACKEND)
+
+    def request(self, input_bytes: bytes, callback: str | None = None, value: int | None = None) -> int:
+        call = self.oracle.functions.request(self.model.hash, input_bytes, callback or self.player.address)
+        r = self.send(self.player, call, value=self.config.min_fee if value is None else value)
+        return self.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
+
+    def commit(self, op, rid: int, out_hash: bytes, salt: bytes):
+        return self.send(op, self.oracle.functions.commit(rid, commitment(rid, out_hash, salt, op.address)))
+
+    def reveal(self, op, rid: int, out_hash: bytes, salt: bytes, output: bytes, **kw):
+        return self.send(op, self.oracle.functions.reveal(rid, out_hash, salt, output), **kw)
+
+    def request_state(self, rid: int) -> dict:
+        return call_struct(self.oracle.functions.getRequest(rid))
+
+    def stake_of(self, op) -> int:
+        return self.oracle.functions.operators(op.address).call()[0]
+
+    def claimable(self, address: str) -> int:
+        return self.oracle.functions.claimable(address).call()
+
+
+def make_env(tmp_path: Path, config: OracleConfig = CONFIG) -> Env:
+    store = ModelStore(tmp_path / "models")
+    model = store.get(store.put(tiny_model()))
+    chain = EmbeddedChain(store, backend=BACKEND)
+    dep = deploy_oracle(chain.w3, chain.keys[0], config)
+    register_model(dep.registry, chain.keys[0], model)
+    return Env(chain, store, model, dep, config)

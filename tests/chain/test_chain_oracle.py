@@ -1,0 +1,331 @@
+"""InferenceOracle on the embedded chain: staking, requests, commit-reveal, quorum, slashing,
+expiry and refund, callbacks (reverting, gas-burning, re-entering), operator-only guards."""
+
+import pytest
+from chainkit import CONFIG, reverts
+from web3.logs import DISCARD
+
+import cvm
+from cvm.chain.contracts import OracleConfig, TxFailed, deploy
+from cvm.chain.node import Status, commitment
+
+pytestmark = pytest.mark.chain
+
+WRONG_RESULT, MISSED_REVEAL = 0, 1
+RECORD, REVERT, BURN, REENTER = range(4)
+
+
+def agreed(env, seed=0):
+    data, y = env.sample(seed)
+    return data, env.model.encode_output(y), cvm.output_hash(y)
+
+
+# ---------------------------------------------------------------- config and staking
+
+
+def test_constructor_rejects_bad_config(env):
+    for bad in (OracleConfig(quorum=4, committee_size=3), OracleConfig(quorum=0),
+                OracleConfig(slash_amount=2 * 10**18), OracleConfig(withdrawal_delay=600)):
+        with reverts("InvalidConfig"):
+            deploy(env.w3, env.deployer, "InferenceOracle", env.registry.address, bad.as_tuple(env.deployer.address))
+
+
+def test_stake_unstake_withdraw_after_delay(env):
+    op = env.operators[0]
+    env.send(op, env.oracle.functions.stake(), value=CONFIG.min_stake // 2)
+    assert not env.oracle.functions.isOperator(op.address).call()  # below the minimum
+    env.send(op, env.oracle.functions.stake(), value=CONFIG.min_stake // 2)
+    assert env.oracle.functions.isOperator(op.address).call()
+
+    with reverts("UnstakeNotRequested"):
+        env.send(op, env.oracle.functions.withdrawStake())
+    env.send(op, env.oracle.functions.requestUnstake())
+    assert not env.oracle.functions.isOperator(op.address).call()
+    with reverts("OperatorLeaving"):
+        env.send(op, env.oracle.functions.stake(), value=1)
+    with reverts("StakeLocked"):
+        env.send(op, env.oracle.functions.withdrawStake())
+
+    env.chain.advance_time(CONFIG.withdrawal_delay + 1)
+    before = env.w3.eth.get_balance(op.address)
+    r = env.send(op, env.oracle.functions.withdrawStake())
+    fee = r["gasUsed"] * r["effectiveGasPrice"]
+    assert env.w3.eth.get_balance(op.address) == before + CONFIG.min_stake - fee
+    assert env.stake_of(op) == 0
+
+
+def test_request_checks_fee_model_and_input_length(env):
+    data, _ = env.sample()
+    with reverts("FeeTooLow"):
+        env.request(data, value=CONFIG.min_fee - 1)
+    with reverts("InputLengthMismatch") as e:
+        env.request(data + b"\x00")
+    assert e.value.error_args == (5, 4)
+    call = env.oracle.functions.request(b"\x01" * 32, data, env.player.address)
+    with reverts("ModelNotAvailable"):
+        env.send(env.player, call, value=CONFIG.min_fee)
+    env.send(env.deployer, env.registry.functions.deprecate(env.model.hash))
+    with reverts("ModelNotAvailable"):
+        env.request(data)
+
+
+# ---------------------------------------------------------------- commit-reveal and quorum
+
+
+def test_quorum_finalises_pays_and_calls_back(env, salts):
+    env.stake_all()
+    consumer, _ = env.deploy_test("TestConsumer", env.oracle.address, RECORD)
+    data, out, h = agreed(env)
+    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=CONFIG.min_fee)
+    rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
+
+    ops = env.operators[:3]
+    for op, salt in zip(ops, salts):
+        env.commit(op, rid, h, salt)
+    assert env.oracle.functions.revealOpen(rid).call()  # n commits: no need to wait for the deadline
+    env.reveal(ops[0], rid, h, salts[0], out)
+    assert env.request_state(rid)["status"] == Status.PENDING
+    r = env.reveal(ops[1], rid, h, salts[1], out)
+
+    state = env.request_state(rid)
+    assert state["status"] == Status.FINALIZED and bytes(state["outputHash"]) == h
+    final = env.oracle.events.Finalized().process_receipt(r, errors=DISCARD)[0]["args"]
+    assert final["output"] == out
+    assert env.oracle.events.CallbackResult().process_receipt(r, errors=DISCARD)[0]["args"]["success"]
+    assert consumer.functions.lastOutput().call() == out and consumer.functions.calls().call() == 1
+    assert env.claimable(ops[0].address) + env.claimable(ops[1].address) == CONFIG.min_fee
+    # the third reveals late and agrees: not paid, not slashed
+    env.reveal(ops[2], rid, h, salts[2], out)
+    assert env.claimable(ops[2].address) == 0 and env.stake_of(ops[2]) == CONFIG.min_stake
+
+    before = env.w3.eth.get_balance(ops[0].address)
+    r = env.send(ops[0], env.oracle.functions.claim())
+    assert env.w3.eth.get_balance(ops[0].address) == before + CONFIG.min_fee // 2 - r["gasUsed"] * r["effectiveGasPrice"]
+    with reverts("NothingToClaim"):
+        env.send(ops[0], env.oracle.functions.claim())
+
+
+def test_reveal_waits_for_commit_phase(env, salts):
+    env.stake_all()
+    data, out, h = agreed(env)
+    rid = env.request(data)
+    env.commit(env.operators[0], rid, h, salts[0])
+    with reverts("RevealPhaseNotOpen"):
+        env.reveal(env.operators[0], rid, h, salts[0], out)
+    env.chain.advance_time(CONFIG.commit_window + 1)
+    with reverts("CommitPhaseOver"):
+        env.commit(env.operators[1], rid, h, salts[1])
+    env.reveal(env.operators[0], rid, h, salts[0], out)  # the deadline opened the reveal phase
+
+
+def test_reveal_must_match_commitment(env, salts):
+    env.stake_all()
+    data, out, h = agreed(env)
+    rid = env.request(data)
+    a, b, c = env.operators[:3]
+    env.commit(a, rid, h, salts[0])
+    # b copies a's commitment: the operator is inside the hash, so b cannot reveal it
+    env.send(b, env.oracle.functions.commit(rid, commitment(rid, h, salts[0], a.address)))
+    env.commit(c, rid, h, salts[2])
+    with reverts("CommitmentMismatch"):
+        env.reveal(b, rid, h, salts[0], out)
+    with reverts("CommitmentMismatch"):
+        env.reveal(a, rid, h, salts[1], out)  # wrong salt
+    with reverts("CommitmentMismatch"):
+        env.reveal(a, rid, bytes(32), salts[0], out)  # wrong output hash
+    env.reveal(a, rid, h, salts[0], out)
+    with reverts("AlreadyRevealed"):
+        env.reveal(a, rid, h, salts[0], out)
+
+
+def test_operator_only_guards(env, salts):
+    env.stake_all(2)
+    data, out, h = agreed(env)
+    rid = env.request(data)
+    stranger, leaving = env.operators[3], env.operators[1]
+    with reverts("NotOperator"):
+        env.commit(stranger, rid, h, salts[0])
+    env.send(leaving, env.oracle.functions.requestUnstake())
+    with reverts("NotOperator"):
+        env.commit(leaving, rid, h, salts[0])
+    with reverts("NotCommitted"):
+        env.reveal(stranger, rid, h, salts[0], out)
+    with reverts("NotOperator"):
+        env.send(stranger, env.oracle.functions.requestUnstake())
+    env.commit(env.operators[0], rid, h, salts[0])
+    with reverts("AlreadyCommitted"):
+        env.commit(env.operators[0], rid, h, salts[1])
+    with reverts("EmptyCommitment"):
+        env.send(env.operators[0], env.oracle.functions.commit(rid, bytes(32)))
+    with reverts("UnknownRequest"):
+        env.commit(env.operators[0], 99, h, salts[0])
+
+
+def test_committee_is_capped(env, salts):
+    env.stake_all(4)
+    data, _, h = agreed(env)
+    rid = env.request(data)
+    for op, salt in zip(env.operators[:3], salts):
+        env.commit(op, rid, h, salt)
+    with reverts("CommitteeFull"):
+        env.commit(env.operators[3], rid, h, salts[3])
+
+
+# ---------------------------------------------------------------- slashing
+
+
+def test_disagreeing_operator_is_slashed(env, salts):
+    env.stake_all()
+    data, out, h = agreed(env)
+    bad_out = bytes(len(out))
+    bad_h = cvm.output_hash(env.model.decode_output(bad_out))
+    a, b, c = env.operators[:3]
+    rid = env.request(data)
+    env.commit(a, rid, bad_h, salts[0])
+    env.commit(b, rid, h, salts[1])
+    env.commit(c, rid, h, salts[2])
+    env.reveal(a, rid, bad_h, salts[0], bad_out)  # revealed before the result: slashed at finalisation
+    r = env.reveal(b, rid, h, salts[1], out)
+    assert env.request_state(rid)["status"] == Status.PENDING  # 1 vote each so far
+    r = env.reveal(c, rid, h, salts[2], out)
+    slashed = env.oracle.events.Slashed().process_receipt(r, errors=DISCARD)
+    assert [(s["args"]["operator"], s["args"]["reason"]) for s in slashed] == [(a.address, WRONG_RESULT)]
+    assert env.stake_of(a) == CONFIG.min_stake - CONFIG.slash_amount
+    assert not env.oracle.functions.isOperator(a.address).call()  # below the minimum now
+    assert env.claimable(env.deployer.address) == CONFIG.slash_amount  # the treasury
+    assert env.claimable(b.address) + env.claimable(c.address) == CONFIG.min_fee
+    assert env.claimable(a.address) == 0
+
+
+def test_wrong_bytes_with_the_right_hash_do_not_count(env, salts):
+    """A reveal votes for (outputHash, keccak(output)): the consumer gets the agreed bytes."""
+    env.stake_all()
+    data, out, h = agreed(env)
+    a, b, c = env.operators[:3]
+    rid = env.request(data)
+    for op, salt in zip((a, b, c), salts):
+        env.commit(op, rid, h, salt)
+    env.reveal(a, rid, h, salts[0], bytes(len(out)))
+    env.reveal(b, rid, h, salts[1], out)
+    assert env.request_state(rid)["status"] == Status.PENDING
+    env.reveal(c, rid, h, salts[2], out)
+    assert env.request_state(rid)["status"] == Status.FINALIZED
+    assert env.stake_of(a) == CONFIG.min_stake - CONFIG.slash_amount
+
+
+def test_late_wrong_reveal_is_slashed(env, salts):
+    env.stake_all()
+    data, out, h = agreed(env)
+    a, b, c = env.operators[:3]
+    rid = env.request(data)
+    for op, salt in zip((a, b), salts):
+        env.commit(op, rid, h, salt)
+    env.commit(c, rid, bytes(32), salts[2])
+    env.reveal(a, rid, h, salts[0], out)
+    env.reveal(b, rid, h, salts[1], out)
+    r = env.reveal(c, rid, bytes(32), salts[2], b"")
+    assert env.oracle.events.Slashed().process_receipt(r, errors=DISCARD)[0]["args"]["operator"] == c.address
+
+
+def test_missed_reveal_is_slashed_at_settle(env, salts):
+    env.stake_all()
+    data, out, h = agreed(env)
+    a, b, c = env.operators[:3]
+    rid = env.request(data)
+    for op, salt in zip((a, b, c), salts):
+        env.commit(op, rid, h, salt)
+    env.reveal(a, rid, h, salts[0], out)
+    env.reveal(b, rid, h, salts[1], out)  # finalised; c never reveals
+    with reverts("RevealPhaseNotOver"):
+        env.send(env.player, env.oracle.functions.settle(rid))
+    env.chain.advance_time(CONFIG.commit_window + CONFIG.reveal_window + 1)
+    with reverts("RevealPhaseOver"):
+        env.reveal(c, rid, h, salts[2], out)
+    r = env.send(env.player, env.oracle.functions.settle(rid))
+    slashed = env.oracle.events.Slashed().process_receipt(r, errors=DISCARD)
+    assert [(s["args"]["operator"], s["args"]["reason"]) for s in slashed] == [(c.address, MISSED_REVEAL)]
+    assert env.request_state(rid)["status"] == Status.FINALIZED  # settling a finalised request keeps it
+    with reverts("AlreadySettled"):
+        env.send(env.player, env.oracle.functions.settle(rid))
+
+
+# ---------------------------------------------------------------- expiry
+
+
+def test_unfinalised_request_expires_and_refunds(env, salts):
+    env.stake_all()
+    data, out, h = agreed(env)
+    a, b = env.operators[:2]
+    rid = env.request(data)
+    env.commit(a, rid, h, salts[0])
+    env.commit(b, rid, cvm.output_hash(env.model.decode_output(bytes(len(out)))), salts[1])
+    env.chain.advance_time(CONFIG.commit_window + 1)
+    env.reveal(a, rid, h, salts[0], out)  # one vote: no quorum
+    env.chain.advance_time(CONFIG.reveal_window + 1)
+    r = env.send(env.operators[3], env.oracle.functions.settle(rid))
+    assert env.oracle.events.Expired().process_receipt(r, errors=DISCARD)
+    assert env.request_state(rid)["status"] == Status.EXPIRED
+    assert env.claimable(env.player.address) == CONFIG.min_fee
+    assert env.stake_of(b) == CONFIG.min_stake - CONFIG.slash_amount  # committed, never revealed
+    assert env.stake_of(a) == CONFIG.min_stake  # no agreed result: a revealed, no offence
+    with reverts("RequestNotPending"):
+        env.commit(env.operators[2], rid, h, salts[2])
+    before = env.w3.eth.get_balance(env.player.address)
+    r = env.send(env.player, env.oracle.functions.claim())
+    assert env.w3.eth.get_balance(env.player.address) == before + CONFIG.min_fee - r["gasUsed"] * r["effectiveGasPrice"]
+
+
+# ---------------------------------------------------------------- callbacks
+
+
+def _finalise_for(env, consumer, salts, **reveal_kw):
+    data, out, h = agreed(env)
+    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=CONFIG.min_fee)
+    rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
+    ops = env.operators[:3]
+    for op, salt in zip(ops, salts):
+        env.commit(op, rid, h, salt)
+    env.reveal(ops[0], rid, h, salts[0], out)
+    r = env.reveal(ops[1], rid, h, salts[1], out, **reveal_kw)
+    assert env.request_state(rid)["status"] == Status.FINALIZED
+    return rid, r
+
+
+@pytest.mark.parametrize("mode", [REVERT, BURN])
+def test_failing_callback_does_not_block_finalisation(env, salts, mode):
+    env.stake_all()
+    consumer, _ = env.deploy_test("TestConsumer", env.oracle.address, mode)
+    rid, r = _finalise_for(env, consumer, salts, gas=2_000_000)
+    assert not env.oracle.events.CallbackResult().process_receipt(r, errors=DISCARD)[0]["args"]["success"]
+    assert env.claimable(env.operators[0].address) > 0
+    if mode == BURN:  # the consumer got callbackGasLimit, not the whole transaction
+        assert r["gasUsed"] < CONFIG.callback_gas_limit + 250_000
+
+
+def test_reentrant_callback_is_refused(env, salts):
+    env.stake_all()
+    consumer, _ = env.deploy_test("TestConsumer", env.oracle.address, REENTER)
+    rid, r = _finalise_for(env, consumer, salts)
+    assert env.oracle.events.CallbackResult().process_receipt(r, errors=DISCARD)[0]["args"]["success"]
+    selector = env.w3.keccak(text="Reentrancy()")[:4]
+    errors = [consumer.functions.reentryErrors(i).call() for i in range(consumer.functions.reentryErrorCount().call())]
+    assert errors == [selector] * 3  # claim, settle and reveal were all refused inside the callback
+    assert env.claimable(env.operators[0].address) + env.claimable(env.operators[1].address) == CONFIG.min_fee
+    assert env.request_state(rid)["reveals"] == 2
+
+
+def test_reveal_with_too_little_gas_for_the_callback_reverts(env, salts):
+    env.stake_all()
+    consumer, _ = env.deploy_test("TestConsumer", env.oracle.address, RECORD)
+    data, out, h = agreed(env)
+    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=CONFIG.min_fee)
+    rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
+    ops = env.operators[:3]
+    for op, salt in zip(ops, salts):
+        env.commit(op, rid, h, salt)
+    env.reveal(ops[0], rid, h, salts[0], out)
+    with pytest.raises(TxFailed):  # mined with status 0: enough for the reveal, not for the callback
+        env.reveal(ops[1], rid, h, salts[1], out, gas=CONFIG.callback_gas_limit)
+    assert env.request_state(rid)["status"] == Status.PENDING
+    env.reveal(ops[1], rid, h, salts[1], out)
+    assert consumer.functions.calls().call() == 1

@@ -1,0 +1,57 @@
+"""ModelRegistry: registration, specs and their byte sizes, author-only updates, deprecation."""
+
+import pytest
+from chainkit import reverts
+from web3.logs import DISCARD
+
+from cvm.chain.contracts import call_struct, tensor_spec
+
+pytestmark = pytest.mark.chain
+
+
+def test_registered_model_matches_the_cvm_model(env):
+    m = call_struct(env.registry.functions.getModel(env.model.hash))
+    assert m["author"] == env.deployer.address and not m["deprecated"]
+    assert m["gas"] == env.model.gas
+    assert (m["inputBytes"], m["outputBytes"]) == (4, 3 * env.model.outputs[0].dtype.itemsize)
+    assert tuple(m["input"]) == (list(env.model.inputs[0].shape[1:]), env.model.inputs[0].bits)
+    assert env.registry.functions.isActive(env.model.hash).call()
+
+
+def test_register_validates(env):
+    reg, author = env.registry, env.player
+    spec = ([1, 28, 28], 8)
+    with reverts("AlreadyRegistered"):
+        env.send(author, reg.functions.register(env.model.hash, "x", spec, spec, 1, bytes(32)))
+    with reverts("ZeroModelHash"):
+        env.send(author, reg.functions.register(bytes(32), "x", spec, spec, 1, bytes(32)))
+    with reverts("ZeroGas"):
+        env.send(author, reg.functions.register(b"\x01" * 32, "x", spec, spec, 0, bytes(32)))
+    for bad in (([], 8), ([3, 0], 8), ([3], 0), ([3], 33), ([4096, 4096, 2], 32)):
+        with reverts("InvalidTensorSpec"):
+            env.send(author, reg.functions.register(b"\x01" * 32, "x", bad, spec, 1, bytes(32)))
+    r = env.send(author, reg.functions.register(b"\x01" * 32, "ipfs://m", spec, ([10], 21), 1234, b"\x07" * 32))
+    ev = reg.events.ModelRegistered().process_receipt(r, errors=DISCARD)[0]["args"]
+    assert (ev["author"], ev["uri"], ev["gas"]) == (author.address, "ipfs://m", 1234)
+    assert reg.functions.inputBytes(b"\x01" * 32).call() == 784
+    assert reg.functions.outputBytes(b"\x01" * 32).call() == 40
+
+
+def test_only_the_author_updates_or_deprecates(env):
+    reg, h = env.registry, env.model.hash
+    with reverts("NotAuthor"):
+        env.send(env.player, reg.functions.updateURI(h, "evil://"))
+    with reverts("NotAuthor"):
+        env.send(env.player, reg.functions.deprecate(h))
+    with reverts("UnknownModel"):
+        env.send(env.player, reg.functions.deprecate(b"\x09" * 32))
+    env.send(env.deployer, reg.functions.updateURI(h, "ipfs://new"))
+    assert call_struct(reg.functions.getModel(h))["uri"] == "ipfs://new"
+    env.send(env.deployer, reg.functions.deprecate(h))
+    assert not reg.functions.isActive(h).call()
+    with reverts("AlreadyDeprecated"):
+        env.send(env.deployer, reg.functions.deprecate(h))
+
+
+def test_tensor_spec_of_a_cvm_model(env):
+    assert tensor_spec(env.model.inputs[0]) == ([4], 8)
