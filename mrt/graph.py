@@ -133,11 +133,19 @@ class Graph:
     def is_constant(self, name):
         return name in self.initializers
 
+    def tensor_names(self):
+        """Every tensor name defined in the graph (inputs, constants, node outputs)."""
+        return set(self._full)
+
     def full_shape(self, name):
         """Shape including the batch axis (`BATCH` at 0 for batched tensors)."""
         return self._full[name]
 
     # -- building ------------------------------------------------------------------------
+
+    def fresh_name(self, hint):
+        """A tensor/constant name not used in this graph, derived from `hint`."""
+        return fresh_name(hint, self._full)
 
     def replace(self, **changes):
         """A new, re-checked graph with some fields replaced (the passes' way to edit)."""
@@ -148,10 +156,6 @@ class Graph:
         return self.replace(
             initializers={k: v.copy() for k, v in self.initializers.items()},
             nodes=[dataclasses.replace(n, attrs=dict(n.attrs)) for n in self.nodes])
-
-    def fresh_name(self, hint):
-        """A tensor/constant name not used in this graph, derived from `hint`."""
-        return fresh_name(hint, self._full)
 
     def __str__(self):
         lines = [f"graph {self.name}"]

@@ -2,13 +2,11 @@
 
 Accumulation is in float64 so that the float reference does not depend on summation order.
 """
-import string
-
 import numpy as np
 
 from mrt.errors import GraphError
 from mrt.float_ops.shapes import BATCH, broadcast, is_batched, window_out
-from mrt.float_ops.window import pad_spatial, windows
+from mrt.float_ops.window import pad_spatial
 
 F32 = np.float32
 
@@ -19,18 +17,26 @@ def _constant(shape, what, op):
 
 
 def conv(x, w, b=None, *, strides, pads, dilations, groups):
+    """Sum over kernel positions of (shifted input) @ (weight slice), channels last: one GEMM
+    per position and group, and memory stays at the size of the input (no im2col copy)."""
     nd = w.ndim - 2
-    xw = windows(pad_spatial(x, pads, 0), w.shape[2:], strides, dilations)
-    n, c, out = xw.shape[0], xw.shape[1], xw.shape[2:2 + nd]
-    xw = xw.reshape(n, groups, c // groups, *out, *w.shape[2:])
-    wg = w.reshape(groups, w.shape[0] // groups, *w.shape[1:])
-    sp, kr = string.ascii_lowercase[:nd], string.ascii_lowercase[nd:2 * nd]
-    y = np.einsum(f"NGC{sp}{kr},GOC{kr}->NGO{sp}", xw.astype(np.float64),
-                  wg.astype(np.float64), optimize=True)
-    y = y.reshape(n, w.shape[0], *out)
+    xp = np.ascontiguousarray(np.moveaxis(pad_spatial(x, pads, 0), 1, -1), dtype=np.float64)
+    out = tuple((xp.shape[1 + i] - dilations[i] * (w.shape[2 + i] - 1) - 1) // strides[i] + 1
+                for i in range(nd))
+    og, cg = w.shape[0] // groups, w.shape[1]
+    y = np.zeros((x.shape[0], *out, w.shape[0]))
+    for g in range(groups):
+        wg = w[g * og:(g + 1) * og].astype(np.float64)
+        for pos in np.ndindex(*w.shape[2:]):
+            window = tuple(slice(pos[i] * dilations[i],
+                                 pos[i] * dilations[i] + (out[i] - 1) * strides[i] + 1,
+                                 strides[i]) for i in range(nd))
+            xs = xp[(slice(None), *window, slice(g * cg, (g + 1) * cg))].reshape(-1, cg)
+            y[..., g * og:(g + 1) * og] += (xs @ wg[(slice(None), slice(None), *pos)].T
+                                            ).reshape(*y.shape[:-1], og)
     if b is not None:
-        y += b.reshape(-1, *([1] * nd))
-    return y.astype(F32)
+        y += b
+    return np.moveaxis(y, -1, 1).astype(F32)
 
 
 def conv_shape(x, w, b=None, *, strides, pads, dilations, groups):

@@ -1,0 +1,53 @@
+"""Float graph rewrite passes. Each is a pure function Graph -> Graph in its own module, with
+a NAME; DEFAULT_PIPELINE is the ordered sequence the converter runs, and run_pipeline runs any
+such sequence, optionally dumping the graph after every stage for inspection and diffing."""
+import os
+from pathlib import Path
+
+from mrt.passes.fold_batchnorm import fold_batchnorm
+from mrt.passes.fold_constants import fold_constants
+from mrt.passes.remove_identity import remove_identity
+from mrt.passes.rewrite_avg_pool import rewrite_avg_pool
+from mrt.passes.rewrite_global_avg_pool import rewrite_global_avg_pool
+
+# Identities go first so that nothing hides a batch_norm or a scale from its conv/dense;
+# fold_constants runs before fold_batchnorm (conv -> mul -> bn) and after it (conv -> bn -> mul).
+DEFAULT_PIPELINE = (
+    ("remove_identity", remove_identity),
+    ("fold_constants", fold_constants),
+    ("fold_batchnorm", fold_batchnorm),
+    ("fold_constants", fold_constants),
+    ("rewrite_global_avg_pool", rewrite_global_avg_pool),
+    ("rewrite_avg_pool", rewrite_avg_pool),
+)
+
+
+def _dumper(dump):
+    if dump is None or dump is False:
+        return lambda stage, name, graph: None
+    if dump is True:
+        return lambda stage, name, graph: print(f"== {stage:02d} {name}\n{graph}\n")
+    if isinstance(dump, (str, os.PathLike)):
+        folder = Path(dump)
+        folder.mkdir(parents=True, exist_ok=True)
+        return lambda stage, name, graph: (folder / f"{stage:02d}_{name}.txt").write_text(
+            f"{graph}\n")
+    if callable(dump):
+        return dump
+    raise TypeError(f"dump must be None, True, a directory or a callable, not {dump!r}")
+
+
+def run_pipeline(graph, passes=DEFAULT_PIPELINE, dump=None):
+    """Run (name, fn) passes in order and return the final graph. dump: None; True to print
+    each stage; a directory to write NN_name.txt per stage; or a callable(stage, name, graph).
+    Stage 0 is the input graph ("input")."""
+    emit = _dumper(dump)
+    emit(0, "input", graph)
+    for stage, (name, fn) in enumerate(passes, start=1):
+        graph = fn(graph)
+        emit(stage, name, graph)
+    return graph
+
+
+__all__ = ["DEFAULT_PIPELINE", "run_pipeline", "fold_batchnorm", "fold_constants",
+           "remove_identity", "rewrite_avg_pool", "rewrite_global_avg_pool"]
