@@ -247,9 +247,13 @@ class Operator:
 
         elif job.state == "revealed":
             if status in (Status.FINALIZED, Status.EXPIRED):
-                agreed = status == Status.FINALIZED and bytes(req["outputHash"]) == job.output_hash
-                self._done(job, "finalised with our output" if agreed else f"{status.name.lower()}",
-                           logging.INFO if agreed else logging.WARNING)
+                if status == Status.EXPIRED:
+                    self._done(job, "expired without a result", logging.WARNING)
+                elif bytes(req["outputHash"]) == job.output_hash:
+                    self._done(job, "finalised with our output")
+                else:
+                    self._done(job, f"finalised with another output hash {bytes(req['outputHash']).hex()[:16]}",
+                               logging.ERROR)
             elif now > reveal_deadline:
                 self._done(job, "reveal deadline passed without a result", logging.WARNING)
 

@@ -1,0 +1,184 @@
+"""Integration against a real JSON-RPC node: anvil (from the npm package @foundry-rs/anvil) on
+127.0.0.1, three `python -m cvm.chain.node` operator processes, one killed with SIGKILL in the
+middle of a request and restarted, and the request still finalised with the right output."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from chainkit import BACKEND, ROOT
+from eth_account import Account
+from web3 import Web3
+from web3.logs import DISCARD
+
+import cvm
+from cvm.chain.contracts import (
+    OracleConfig, TxFailed, call_struct, deploy, deploy_oracle, register_model, send,
+)
+from cvm.chain.node import Status
+from cvm.chain.store import ModelStore
+
+pytestmark = [pytest.mark.chain, pytest.mark.anvil]
+
+MNEMONIC = "test test test test test test test test test test test junk"  # anvil's default accounts
+CONFIG = OracleConfig(quorum=3, committee_size=3, commit_window=600, reveal_window=600,
+                      withdrawal_delay=1800)  # all three must agree: the killed one is needed
+TIMEOUT = 180  # seconds for any one phase (operators start Python, load and compile the model)
+
+
+def anvil_binary() -> Path:
+    found = sorted((ROOT / "contracts" / "node_modules" / "@foundry-rs").glob("anvil-*/bin/anvil"))
+    assert found, "anvil is missing: run scripts/setup.sh (npm ci in contracts/)"
+    return found[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, what: str, timeout: float = TIMEOUT, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def anvil(tmp_path):
+    port = free_port()
+    log = open(tmp_path / "anvil.log", "w")
+    proc = subprocess.Popen(
+        [str(anvil_binary()), "--host", "127.0.0.1", "--port", str(port), "--hardfork", "prague",
+         "--mnemonic", MNEMONIC, "--accounts", "10", "--chain-id", "31337"],
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
+    try:
+        wait_for(lambda: proc.poll() is None and _connected(w3), "anvil to listen", timeout=30)
+        yield url, w3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def _connected(w3: Web3) -> bool:
+    try:
+        return w3.is_connected()
+    except Exception:
+        return False
+
+
+class Operators:
+    """Operator subprocesses, each started and ended by its own pid."""
+
+    def __init__(self, tmp_path: Path, url: str, oracle: str, models: Path, keys: list):
+        self.tmp_path, self.url, self.oracle, self.models, self.keys = tmp_path, url, oracle, models, keys
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.starts = [0] * len(keys)
+
+    def start(self, i: int) -> None:
+        self.starts[i] += 1
+        log = open(self.tmp_path / f"op{i}.{self.starts[i]}.log", "w")
+        env = {**os.environ, "CVM_TEST_OPERATOR_KEY": self.keys[i].key.hex()}
+        self.procs[i] = subprocess.Popen(
+            [sys.executable, "-m", "cvm.chain.node", "--rpc", self.url, "--key", "env:CVM_TEST_OPERATOR_KEY",
+             "--oracle", self.oracle, "--models", str(self.models), "--db", str(self.tmp_path / f"op{i}.sqlite"),
+             "--backend", BACKEND, "--poll", "0.2"],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        log.close()
+
+    def kill(self, i: int) -> None:
+        os.kill(self.procs[i].pid, signal.SIGKILL)
+        self.procs[i].wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(self.tmp_path.glob("op*.log")))
+
+
+def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
+    url, w3 = anvil
+    Account.enable_unaudited_hdwallet_features()
+    keys = [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(5)]
+    deployer, op_keys, player = keys[0], keys[1:4], keys[4]
+
+    store = ModelStore(tmp_path / "models")
+    model = store.get(store.put(ROOT / "fixtures/cvm/tiny_cnn.cvm"))
+    x = np.load(ROOT / "fixtures/cvm/tiny_cnn_input.npy")[2:3]
+    image, y = model.encode_input(x), model.run(x, backend="reference")
+
+    dep = deploy_oracle(w3, deployer, CONFIG)
+    register_model(dep.registry, deployer, model)
+    game, _ = deploy(w3, deployer, "DigitGame", dep.oracle.address, model.hash, 10**15, value=10**17)
+    for k in op_keys:
+        send(w3, k, dep.oracle.functions.stake(), value=CONFIG.min_stake)
+
+    # the contracts compiled for prague run on this anvil; it has no CVM precompile
+    with pytest.raises(TxFailed) as e:
+        send(w3, player, game.functions.playNow(image, 0))
+    assert e.value.error == "CVMUnavailable"
+
+    ops = Operators(tmp_path, url, dep.oracle.address, store.directory, op_keys)
+    oracle = dep.oracle
+    try:
+        ops.start(0)
+        r = send(w3, player, game.functions.play(image, int(np.argmax(y[0]))), value=CONFIG.min_fee)
+        rid = game.events.GameStarted().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
+
+        def submission(i):
+            return call_struct(oracle.functions.getSubmission(rid, op_keys[i].address))
+
+        # operator 0 commits, then waits for the reveal phase: kill it there
+        wait_for(lambda: submission(0)["commitment"] != bytes(32), "operator 0 to commit")
+        ops.kill(0)
+
+        ops.start(1)
+        ops.start(2)
+        wait_for(lambda: all(submission(i)["vote"] != bytes(32) for i in (1, 2)), "operators 1 and 2 to reveal")
+        assert call_struct(oracle.functions.getRequest(rid))["status"] == Status.PENDING  # 2 of 3 agree
+
+        ops.start(0)  # restarted: finds its salt in SQLite and its commitment on chain, reveals
+        state = wait_for(lambda: (s := call_struct(oracle.functions.getRequest(rid)))["status"] != Status.PENDING
+                         and s, "the request to finalise")
+    except AssertionError:
+        ops.stop_all()
+        print(ops.logs())
+        raise
+    finally:
+        ops.stop_all()
+
+    assert state["status"] == Status.FINALIZED, ops.logs()
+    assert bytes(state["outputHash"]) == cvm.output_hash(y)
+    assert state["reveals"] == 3
+    played = game.events.GamePlayed().get_logs(from_block=0)
+    assert played and played[0]["args"]["predicted"] == int(np.argmax(y[0]))
+    assert game.functions.wins(player.address).call() == 1
+    # operator 0 sent one commit and one reveal (after its stake), nothing twice
+    assert w3.eth.get_transaction_count(op_keys[0].address) == 3
+    for k in op_keys:
+        assert oracle.functions.claimable(k.address).call() > 0
+        assert oracle.functions.operators(k.address).call()[0] == CONFIG.min_stake
+    restarted_log = (tmp_path / "op0.2.log").read_text()
+    assert f"request {rid}: revealed" in restarted_log and f"request {rid}: committed" not in restarted_log

@@ -1,0 +1,172 @@
+"""The node operator against the embedded chain: consensus, crash recovery at each point of a
+request's life, retries of failed submissions, and a dishonest operator being slashed."""
+
+import logging
+import sqlite3
+
+import pytest
+from chainkit import BACKEND
+
+import cvm
+from cvm.chain import node as node_module
+from cvm.chain.contracts import TxFailed, send
+from cvm.chain.node import MAX_ATTEMPTS, Operator, Status
+from cvm.chain.store import ModelStore
+
+pytestmark = pytest.mark.chain
+
+
+class Crash(BaseException):
+    """Stands for the process being killed: nothing in the operator catches it."""
+
+
+def make_operator(env, tmp_path, i, cls=Operator):
+    return cls(env.w3, env.operators[i], env.oracle.address, env.store, tmp_path / f"op{i}.sqlite", backend=BACKEND)
+
+
+def run_until_final(env, operators, rid, rounds=6):
+    for _ in range(rounds):
+        for op in operators:
+            op.step()
+        if env.request_state(rid)["status"] != Status.PENDING:
+            break
+    return env.request_state(rid)
+
+
+def tx_count(env, i):
+    return env.w3.eth.get_transaction_count(env.operators[i].address)
+
+
+def crash_on(monkeypatch, function_name, after_sending):
+    """Makes the operator's next `function_name` submission die before or after it is sent."""
+
+    def crashing_send(w3, account, call, **kw):
+        if call.fn_name == function_name:
+            monkeypatch.setattr(node_module, "send", send)  # once
+            if after_sending:
+                send(w3, account, call, **kw)
+            raise Crash(function_name)
+        return send(w3, account, call, **kw)
+
+    monkeypatch.setattr(node_module, "send", crashing_send)
+
+
+def test_three_operators_reach_consensus(env, tmp_path):
+    env.stake_all()
+    data, y = env.sample()
+    rid = env.request(data)
+    ops = [make_operator(env, tmp_path, i) for i in range(3)]
+    state = run_until_final(env, ops, rid)
+    assert state["status"] == Status.FINALIZED
+    assert bytes(state["outputHash"]) == cvm.output_hash(y)
+    for op in ops:
+        op.step()
+        job = op.job(rid)
+        assert job.state == "done" and job.note == "finalised with our output"
+
+
+@pytest.mark.parametrize("function_name,after_sending", [
+    ("commit", False), ("commit", True), ("reveal", False), ("reveal", True)])
+def test_restart_after_a_crash_loses_nothing_and_sends_nothing_twice(env, tmp_path, monkeypatch,
+                                                                      function_name, after_sending):
+    env.stake_all()
+    data, y = env.sample(1)
+    rid = env.request(data)
+    ops = [make_operator(env, tmp_path, i) for i in range(3)]
+    for op in ops[1:]:
+        op.step()  # two commit; neither can reveal before the third commits
+
+    crash_on(monkeypatch, function_name, after_sending)
+    with pytest.raises(Crash):
+        for _ in range(3):
+            ops[0].step()
+    salt = ops[0].job(rid).salt
+    assert salt is not None  # stored before any commit was sent
+    ops[0].db.close()
+
+    restarted = make_operator(env, tmp_path, 0)
+    assert restarted.job(rid).salt == salt
+    state = run_until_final(env, [restarted, *ops[1:]], rid)
+    assert state["status"] == Status.FINALIZED and bytes(state["outputHash"]) == cvm.output_hash(y)
+    for _ in range(2):
+        restarted.step()
+    assert restarted.job(rid).state == "done"
+    assert tx_count(env, 0) == 1 + 2  # stake, one commit, one reveal
+    assert env.oracle.functions.getSubmission(rid, env.operators[0].address).call()[1] != bytes(32)
+
+
+def test_failed_submissions_are_retried_with_logs(env, tmp_path, monkeypatch, caplog):
+    env.stake_all()
+    data, _ = env.sample(2)
+    rid = env.request(data)
+    op = make_operator(env, tmp_path, 0)
+    failures = iter([ConnectionError("node unreachable"), TxFailed("reverted", "Whatever")])
+
+    def flaky_send(w3, account, call, **kw):
+        error = next(failures, None)
+        if error:
+            raise error
+        return send(w3, account, call, **kw)
+
+    monkeypatch.setattr(node_module, "send", flaky_send)
+    with caplog.at_level(logging.WARNING, logger="cvm.node"):
+        op.step()
+        op.step()
+    assert op.job(rid).attempts == 2 and op.job(rid).state == "seen"
+    assert "node unreachable" in caplog.text and "attempt 1/" in caplog.text and "attempt 2/" in caplog.text
+    op.step()
+    assert op.job(rid).state == "committed"
+
+
+def test_operator_gives_up_after_max_attempts(env, tmp_path, monkeypatch):
+    env.stake_all()
+    data, _ = env.sample(3)
+    rid = env.request(data)
+    op = make_operator(env, tmp_path, 0)
+
+    def broken_send(*args, **kw):
+        raise ConnectionError("down")
+
+    monkeypatch.setattr(node_module, "send", broken_send)
+    for _ in range(MAX_ATTEMPTS):
+        op.step()
+    assert op.job(rid).state == "done" and op.job(rid).note.startswith("gave up")
+
+
+def test_dishonest_operator_is_slashed(env, tmp_path):
+    class Liar(Operator):
+        def _compute(self, job):
+            ok = super()._compute(job)
+            y = self.store.get(job.model_hash).decode_output(job.output) + 1
+            self._update(job, output=self.store.get(job.model_hash).encode_output(y), output_hash=cvm.output_hash(y))
+            return ok
+
+    env.stake_all()
+    data, y = env.sample(4)
+    rid = env.request(data)
+    liar = make_operator(env, tmp_path, 0, Liar)
+    ops = [liar, make_operator(env, tmp_path, 1), make_operator(env, tmp_path, 2)]
+    state = run_until_final(env, ops, rid)
+    assert state["status"] == Status.FINALIZED and bytes(state["outputHash"]) == cvm.output_hash(y)
+    assert env.stake_of(env.operators[0]) == env.config.min_stake - env.config.slash_amount
+    liar.step()
+    assert liar.job(rid).state == "done" and liar.job(rid).note.startswith("finalised with another output")
+
+
+def test_a_database_belongs_to_one_operator(env, tmp_path):
+    make_operator(env, tmp_path, 0).db.close()
+    (tmp_path / "op1.sqlite").write_bytes((tmp_path / "op0.sqlite").read_bytes())
+    with pytest.raises(ValueError, match="belongs to operator"):
+        make_operator(env, tmp_path, 1)
+
+
+def test_unknown_model_is_given_up(env, tmp_path):
+    env.stake_all()
+    data, _ = env.sample()
+    rid = env.request(data)
+    op = Operator(env.w3, env.operators[0], env.oracle.address, ModelStore(tmp_path / "empty"),
+                  tmp_path / "op0.sqlite", backend=BACKEND)
+    op.step()
+    job = op.job(rid)
+    assert job.state == "done" and "cannot run model" in job.note
+    assert sqlite3.connect(tmp_path / "op0.sqlite").execute("SELECT salt FROM requests").fetchone() == (None,)
