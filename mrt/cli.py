@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bits", type=int, default=None, help="activation bits (default 8 for cvm, 6 for fhe)")
     s.add_argument("--calibration", choices=["absmax", "percentile", "entropy"], default="absmax")
     s.add_argument("--softmax", choices=["client", "integer"], default="client",
-                   help="a final softmax: left to the client (default) or computed in integers")
+                   help="a final softmax (or sigmoid): left to the client (default) or computed in integers")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("eval", help="float vs integer accuracy and agreement")
     s.add_argument("model")

@@ -35,16 +35,20 @@ def load_data(data, graph) -> dict[str, np.ndarray]:
     raise ValueError(f"calibration data must hold 'x' or arrays named {names}; it has {sorted(data)}")
 
 
+OUTPUT_TRANSFORMS = ("softmax", "sigmoid")
+
+
 def strip_output_softmax(graph):
-    """Drop a softmax that produces a graph output (monotone: the client applies it if wanted)."""
+    """Drop a softmax or sigmoid that produces a graph output: both are monotone, so the top-1
+    class is unchanged, and the client applies them to the dequantized logits if it wants them."""
     from mrt.graph import Graph
     outputs, dropped = list(graph.outputs), []
     nodes = list(graph.nodes)
     for node in list(nodes):
-        if node.op == "softmax" and node.outputs[0] in outputs and len(graph.consumers(node.outputs[0])) == 0:
+        if node.op in OUTPUT_TRANSFORMS and node.outputs[0] in outputs and len(graph.consumers(node.outputs[0])) == 0:
             outputs[outputs.index(node.outputs[0])] = node.inputs[0]
             nodes.remove(node)
-            dropped.append(node.outputs[0])
+            dropped.append(node.op)
     if not dropped:
         return graph, []
     return Graph(graph.inputs, outputs, graph.initializers, nodes, graph.name), dropped
@@ -79,7 +83,7 @@ def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
                        "onnx_keccak256": "0x" + keccak(model_bytes).hex(), "target": target},
     }
     if dropped:
-        meta["output_transform"] = "softmax"
+        meta["output_transform"] = dropped[0] if len(set(dropped)) == 1 else dropped
     features = {s.name: np.abs(data[s.name]).max(axis=0) for s in graph.inputs
                 if len(s.shape) == 1 and per_feature_inputs}
     return quantize(graph, thresholds, config, meta, feature_thresholds=features)
