@@ -173,9 +173,14 @@ def tensor_spec(spec) -> tuple[list[int], int]:
 
 
 def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, uri: str = "",
-                   calibration_hash: bytes = bytes(32)) -> dict:
+                   calibration_hash: bytes | None = None) -> dict:
+    """Registers `model` by its hash; the calibration hash defaults to the model's metadata's."""
     if len(model.inputs) != 1 or len(model.outputs) != 1:
         raise ValueError("the registry describes models with one input and one output")
+    if calibration_hash is None:
+        calibration_hash = model.meta.get("calibration_hash") or bytes(32)
+        if isinstance(calibration_hash, str):
+            calibration_hash = bytes.fromhex(calibration_hash.removeprefix("0x"))
     call = registry.functions.register(
         model.hash, uri or f"cvm:{model.hash.hex()}", tensor_spec(model.inputs[0]),
         tensor_spec(model.outputs[0]), int(model.gas), calibration_hash,

@@ -85,4 +85,11 @@ class ModelStore:
             return False
 
     def hashes(self) -> list[bytes]:
-        return sorted(bytes.fromhex(p.stem) for p in self.directory.glob("*" + SUFFIX))
+        """Hashes of the files named like models (their content is checked by `get`)."""
+        found = []
+        for p in self.directory.glob("*" + SUFFIX):
+            try:
+                found.append(normalize_hash(p.stem))
+            except StoreError:
+                continue
+        return sorted(found)

@@ -28,13 +28,13 @@ CONFIG = OracleConfig(quorum=2, committee_size=3, min_stake=10**18, slash_amount
                       callback_gas_limit=200_000)
 
 
-def tiny_model() -> cvm.Model:
+def tiny_model(meta: dict | None = None) -> cvm.Model:
     """4 int8 inputs -> 3 logits: a dense layer, small enough to reason about."""
     b = cvm.GraphBuilder()
     x = b.input("x", (4,), bits=8)
     w = b.const([[1, 2, 3, 4], [-1, 0, 1, 0], [5, -5, 5, -5]], "w", "int8")
     bias = b.const([10, -10, 0], "b", "int32")
-    return b.build(b.op("dense", x, w, bias, name="logits"))
+    return b.build(b.op("dense", x, w, bias, name="logits"), meta)
 
 
 @contextmanager

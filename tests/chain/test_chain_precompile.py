@@ -62,7 +62,8 @@ def test_too_little_gas_fails_and_consumes_it(env, tiny_cnn):
     assert r["status"] == 0 and r["gasUsed"] == gas
 
 
-@pytest.mark.parametrize("case", ["unknown model", "wrong input length", "short call", "empty input"])
+@pytest.mark.parametrize("case", ["unknown model", "wrong input length", "short call", "empty input",
+                                  "value out of range"])
 def test_bad_calls_fail_cleanly(env, tiny_cnn, case):
     model, x = tiny_cnn
     good = model.encode_input(x[:1])
@@ -71,6 +72,7 @@ def test_bad_calls_fail_cleanly(env, tiny_cnn, case):
         "wrong input length": model.hash + good + b"\x00",
         "short call": model.hash[:20],
         "empty input": model.hash,
+        "value out of range": model.hash + b"\x80" + good[1:],  # -128 is outside 8 bits' [-127, 127]
     }[case]
     gas = 500_000
     nonce = env.w3.eth.get_transaction_count(env.player.address)

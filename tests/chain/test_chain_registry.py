@@ -1,10 +1,10 @@
 """ModelRegistry: registration, specs and their byte sizes, author-only updates, deprecation."""
 
 import pytest
-from chainkit import reverts
+from chainkit import reverts, tiny_model
 from web3.logs import DISCARD
 
-from cvm.chain.contracts import call_struct, tensor_spec
+from cvm.chain.contracts import call_struct, deploy, register_model, tensor_spec
 
 pytestmark = pytest.mark.chain
 
@@ -55,3 +55,11 @@ def test_only_the_author_updates_or_deprecates(env):
 
 def test_tensor_spec_of_a_cvm_model(env):
     assert tensor_spec(env.model.inputs[0]) == ([4], 8)
+
+
+def test_calibration_hash_comes_from_the_model_metadata(env):
+    model = tiny_model({"calibration_hash": "0x" + "ab" * 32})
+    assert model.hash == env.model.hash  # metadata is not hashed: register it in a fresh registry
+    fresh, _ = deploy(env.w3, env.deployer, "ModelRegistry")
+    register_model(fresh, env.player, model)
+    assert call_struct(fresh.functions.getModel(model.hash))["calibrationHash"] == b"\xab" * 32
