@@ -62,7 +62,7 @@ def _case_entry(out: Path, name: str, kind: str, op: str, description: str, mode
                         "expected": path})
     return {
         "name": name, "kind": kind, "op": op, "description": description,
-        "model": f"models/{name}.cvm", "model_hash": model.hash_hex,
+        "model": f"models/{name}.cvm", "model_hash": model.hash_hex, "gas": model.gas,
         "input": f"inputs/{name}.npy", "input_dtype": x.dtype.name, "input_shape": list(x.shape),
         "outputs": outputs, "output_hash": _hex(output_hash(y)),
     }
@@ -120,6 +120,9 @@ def run_case(suite: Path, case: dict, backend: str) -> dict:
         if model.hash_hex != case["model_hash"]:
             res["error"] = f"model hash {model.hash_hex} != manifest {case['model_hash']}"
             return res
+        if model.gas != case["gas"]:
+            res["error"] = f"gas {model.gas} per sample != manifest {case['gas']}"
+            return res
         x = np.load(Path(suite) / case["input"], allow_pickle=False)
         res["got"] = _hex(output_hash(model.run(x, backend=backend)))
         res["ok"] = res["got"] == case["output_hash"]
@@ -128,10 +131,11 @@ def run_case(suite: Path, case: dict, backend: str) -> dict:
     return res
 
 
-def run_suite(suite: Path, backend: str = "reference", select: str | None = None) -> list[dict]:
+def run_suite(suite: Path, backend: str = "reference", select: list[str] | None = None) -> list[dict]:
+    """Run every case, or those whose name contains any of the `select` strings."""
     cases = read_manifest(suite)["cases"]
     if select:
-        cases = [c for c in cases if select in c["name"]]
+        cases = [c for c in cases if any(s in c["name"] for s in select)]
     return [run_case(suite, c, backend) for c in cases]
 
 
@@ -180,7 +184,8 @@ def register(subparsers) -> None:
     s = subparsers.add_parser("conformance", help="run a conformance suite: check model and output hashes")
     s.add_argument("dir", help="suite directory holding manifest.json (e.g. fixtures/conformance/v1)")
     s.add_argument("--backend", default="reference", choices=sorted(BACKENDS))
-    s.add_argument("-k", dest="select", default=None, help="only cases whose name contains this text")
+    s.add_argument("-k", dest="select", action="append", default=None,
+                   help="only cases whose name contains this text (repeat: any of them)")
     s.add_argument("--json", default=None, help="also write the results and the platform to this file")
     s.add_argument("--label", default=None, help="platform label for --json (default: system-machine)")
     s.set_defaults(func=cmd_conformance)

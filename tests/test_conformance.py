@@ -66,13 +66,15 @@ def test_cli_passes_and_prints_a_table(capsys):
     assert f"{sum('requant.' in c['name'] for c in MANIFEST['cases'])} passed, 0 failed" in out
 
 
-def test_cli_fails_on_a_wrong_output_hash(tmp_path, capsys):
+def test_cli_fails_on_a_wrong_output_hash_or_gas(tmp_path, capsys):
     d = _copy_suite(tmp_path)
     m = json.loads((d / "manifest.json").read_text())
     m["cases"][0]["output_hash"] = "0x" + "00" * 32
+    m["cases"][1]["gas"] += 1
     (d / "manifest.json").write_text(json.dumps(m))
-    assert main(["conformance", str(d), "-k", m["cases"][0]["name"]]) == 1
-    assert "FAIL" in capsys.readouterr().out
+    assert main(["conformance", str(d), "-k", m["cases"][0]["name"], "-k", m["cases"][1]["name"]]) == 1
+    out = capsys.readouterr().out
+    assert out.count("FAIL") == 2 and "gas" in out and "0 passed, 2 failed" in out
 
 
 def test_cli_fails_on_a_changed_input_or_model(tmp_path, capsys):
@@ -86,7 +88,7 @@ def test_cli_fails_on_a_changed_input_or_model(tmp_path, capsys):
 
     other = next(c for c in MANIFEST["cases"] if c["name"] == "dense.basic")
     shutil.copy(d / "models" / "dense.rank3.cvm", d / other["model"])  # a valid model, but not this one
-    results = run_suite(d, "reference", "dense.basic")
+    results = run_suite(d, "reference", ["dense.basic"])
     assert not results[0]["ok"] and "model hash" in results[0]["error"]
 
 
