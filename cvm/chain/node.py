@@ -7,6 +7,10 @@ Pending work lives in SQLite, one row per request, moving through
 
     seen ──(run the model, store output and salt)──▶ commit tx ──▶ committed ──▶ reveal tx ──▶ revealed ──▶ done
 
+A revealed request is done once it is finalised and every committed operator revealed; otherwise
+the operator settles it after the reveal deadline (expiring it with a refund, slashing whoever
+did not reveal) and then marks it done.
+
 The salt is stored before the commit transaction is sent, and every submission first reads the
 on-chain state (is my commitment there? my reveal?), so an operator killed at any point and
 restarted sends nothing twice and loses nothing. A reverted transaction or an RPC error is
@@ -246,16 +250,26 @@ class Operator:
             log.info("%s: request %d: revealed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
 
         elif job.state == "revealed":
-            if status in (Status.FINALIZED, Status.EXPIRED):
-                if status == Status.EXPIRED:
-                    self._done(job, "expired without a result", logging.WARNING)
-                elif bytes(req["outputHash"]) == job.output_hash:
-                    self._done(job, "finalised with our output")
-                else:
-                    self._done(job, f"finalised with another output hash {bytes(req['outputHash']).hex()[:16]}",
-                               logging.ERROR)
-            elif now > reveal_deadline:
-                self._done(job, "reveal deadline passed without a result", logging.WARNING)
+            everyone_revealed = req["reveals"] >= req["commits"]
+            if req["settled"] or (status == Status.FINALIZED and everyone_revealed):
+                self._finish(job, req)
+            elif now > reveal_deadline:  # expire the request or slash a missing reveal: settle it
+                try:
+                    receipt = send(self.w3, self.account, self.oracle.functions.settle(job.request_id))
+                    log.info("%s: request %d: settled (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+                except TxFailed as e:
+                    if e.error != "AlreadySettled":
+                        raise
+                self._finish(job, call_struct(self.oracle.functions.getRequest(job.request_id)))
+
+    def _finish(self, job: Job, req: dict) -> None:
+        if Status(req["status"]) != Status.FINALIZED:
+            self._done(job, "expired without a result", logging.WARNING)
+        elif bytes(req["outputHash"]) == job.output_hash:
+            self._done(job, "finalised with our output")
+        else:
+            self._done(job, f"finalised with another output hash {bytes(req['outputHash']).hex()[:16]}",
+                       logging.ERROR)
 
     def _compute(self, job: Job) -> bool:
         """Runs the model and stores output, output hash and a fresh salt: before any commit."""

@@ -22,7 +22,9 @@ from cvm.chain.store import ModelStore
 HERE = Path(__file__).parent
 TEST_ARTIFACTS = HERE / "artifacts"
 ROOT = HERE.parents[1]
-BACKEND = "numba" if importlib.util.find_spec("cvm.interp.numba") else "reference"
+# the operators' backend; CVM_CHAIN_TEST_BACKEND=reference overrides it
+BACKEND = os.environ.get("CVM_CHAIN_TEST_BACKEND") or (
+    "numba" if importlib.util.find_spec("cvm.interp.numba") else "reference")
 CONFIG = OracleConfig(quorum=2, committee_size=3, min_stake=10**18, slash_amount=4 * 10**17,
                       min_fee=10**15, commit_window=100, reveal_window=100, withdrawal_delay=1000,
                       callback_gas_limit=200_000)

@@ -170,3 +170,26 @@ def test_unknown_model_is_given_up(env, tmp_path):
     job = op.job(rid)
     assert job.state == "done" and "cannot run model" in job.note
     assert sqlite3.connect(tmp_path / "op0.sqlite").execute("SELECT salt FROM requests").fetchone() == (None,)
+
+
+def test_operator_settles_an_unfinished_request(env, tmp_path, salts):
+    """One vote of k=2 and a committee member that never reveals: after the reveal deadline the
+    operator settles, which refunds the requester and slashes the silent one."""
+    env.stake_all()
+    data, y = env.sample(5)
+    rid = env.request(data)
+    op = make_operator(env, tmp_path, 0)
+    op.step()
+    env.commit(env.operators[1], rid, cvm.output_hash(y), salts[1])  # commits, never reveals
+    env.chain.advance_time(env.config.commit_window + 1)
+    op.step()
+    assert op.job(rid).state == "revealed"
+    env.chain.advance_time(env.config.reveal_window + 1)
+    op.step()
+    job = op.job(rid)
+    assert job.state == "done" and job.note == "expired without a result"
+    state = env.request_state(rid)
+    assert state["status"] == Status.EXPIRED and state["settled"]
+    assert env.claimable(env.player.address) == env.config.min_fee
+    assert env.stake_of(env.operators[1]) == env.config.min_stake - env.config.slash_amount
+    assert env.stake_of(env.operators[0]) == env.config.min_stake
