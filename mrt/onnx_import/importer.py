@@ -7,6 +7,9 @@ of a batched tensor folds to a constant whose batch entry is a sentinel that may
 through the plumbing ops in BATCH_SAFE_OPS and must end up at axis 0 of a Reshape target. Every
 other node goes through HANDLERS, which emit MRT IR nodes. Anything else is an UnsupportedOp
 naming the op and node.
+
+Graph outputs keep their ONNX names. The one ONNX output left out is a LinearClassifier's label
+(scikit-learn models): the graph's output is then the scores/probabilities tensor (ops_ml.py).
 """
 import os
 
@@ -32,10 +35,13 @@ MAX_ML_OPSET = 5
 # ONNX ops that may carry the batch-size sentinel while folding shape arithmetic.
 BATCH_SAFE_OPS = {"Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Identity",
                   "Reshape"}
+# Ops that would fold to a different constant on every import.
+RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+              "Multinomial", "Bernoulli"}
 
 # (domain, op_type) -> (handler, since_versions of the op schema the handler implements)
 HANDLERS = {
-    ("", "Conv"): (nn.conv, {1, 11, 22}),
+    ("", "Conv"): (nn.conv, {11, 22}),
     ("", "Gemm"): (nn.gemm, {13}),
     ("", "MatMul"): (nn.matmul, {13}),
     ("", "Add"): (core.binary("add"), {13, 14}),
@@ -114,8 +120,10 @@ def _graph_input(vi):
 def _fold(ctx, node, opsets):
     """Evaluate a node whose inputs are all constants with onnx's reference implementation."""
     values = [ctx.consts[i] for i in node.input if i]
+    if node.op_type in RANDOM_OPS:
+        raise UnsupportedOp(f"{where(node)}: random ops are not supported")
     if node.op_type not in BATCH_SAFE_OPS and any(
-            v.dtype == np.int64 and (v == BATCH_SENTINEL).any() for v in values):
+            v.dtype.kind in "iuf" and (v == BATCH_SENTINEL).any() for v in values):
         raise UnsupportedOp(f"{where(node)}: computes with the batch size (from Shape), which "
                             "MRT cannot keep symbolic")
     domain = node.domain if node.domain != "ai.onnx" else ""

@@ -54,7 +54,8 @@ def linear_classifier(ctx, node, attrs):
             w, b, post = np.concatenate([-w, w]), np.array([1 - b[0], b[0]]), "NONE"
     elif n_targets != len(labels):
         raise UnsupportedOp(f"{where(node)}: {n_targets} score columns for {len(labels)} classes")
-    steps = {"NONE": [], "LOGISTIC": [("sigmoid", [], {})], "SOFTMAX": [("softmax", [], {"axis": 1})]}
+    steps = {"NONE": [], "LOGISTIC": [("sigmoid", [], {})],
+             "SOFTMAX": [("softmax", [], {"axis": 1})]}
     if post not in steps:
         raise UnsupportedOp(f"{where(node)}: post_transform {post!r} is not supported")
     inputs = [ctx.tensor(x, node), ctx.add_const(f"{scores_out}/w", w),

@@ -26,7 +26,8 @@ def channel_vector(const, full_shape, axis):
     if const.ndim > rank:
         return None
     shape = (1,) * (rank - const.ndim) + const.shape
-    if any(d != 1 for i, d in enumerate(shape) if i != axis) or shape[axis] not in (1, full_shape[axis]):
+    if any(d != 1 for i, d in enumerate(shape) if i != axis) or \
+            shape[axis] not in (1, full_shape[axis]):
         return None
     return np.broadcast_to(const.reshape(-1).astype(np.float64), (full_shape[axis],)).copy()
 

@@ -16,7 +16,9 @@ def build_model(nodes, inputs, outputs, initializers=None, opset=ONNX_OPSET, ml=
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", *s]) for n, s in inputs.items()],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
         [numpy_helper.from_array(np.asarray(v), k) for k, v in (initializers or {}).items()])
-    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("ai.onnx.ml", 1)] if ml else [])
+    opsets = [helper.make_opsetid("", opset)]
+    if ml:
+        opsets.append(helper.make_opsetid("ai.onnx.ml", 1))
     return helper.make_model(graph, ir_version=IR_VERSION, opset_imports=opsets)
 
 

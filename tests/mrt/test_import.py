@@ -89,7 +89,8 @@ def test_gemm_attributes_fold_into_dense(onnx_model, ort, rng):
 ], ids=["same_upper", "same_lower", "valid", "dilated", "grouped"])
 def test_conv_padding_forms(attrs, onnx_model, ort, rng):
     groups = attrs.get("group", 1)
-    inits = {"w": f32(rng.standard_normal((4, 4 // groups, 3, 2))), "b": f32(rng.standard_normal(4))}
+    inits = {"w": f32(rng.standard_normal((4, 4 // groups, 3, 2))),
+             "b": f32(rng.standard_normal(4))}
     model = onnx_model([N("Conv", ["x", "w", "b"], ["y"], **attrs)], {"x": (4, 7, 6)}, ["y"], inits)
     assert_matches_ort(model, ort, rng, atol=1e-4)
 
@@ -193,6 +194,7 @@ def test_sklearn_pipeline(dataset, ort):
     model.ir_version = 8
     g = import_onnx(model)
     assert g.outputs == ("probabilities",)
+    assert "normalize" not in [n.op for n in g.nodes]  # Normalizer L1 after softmax: identity
     got = run_float(g, x)["probabilities"]
     np.testing.assert_allclose(got, ort(model, {"X": x})["probabilities"], atol=1e-5)
     np.testing.assert_allclose(got, pipe.predict_proba(x), atol=1e-5)
@@ -221,6 +223,8 @@ REFUSED = {
                           N("Reshape", ["x", "t"], ["y"])], {"two": i64(2)}, "batch size"),
     "const_broadcast_on_batch": ([N("Add", ["x", "c"], ["y"], name="a")],
                                  {"c": f32(np.ones((3, 2, 3)))}, "batch axis"),
+    "random_op": ([N("RandomNormal", [], ["r"], shape=[2, 3], name="rnd"),
+                   N("Add", ["x", "r"], ["y"])], {}, "RandomNormal node 'rnd'"),
     "maxpool_indices": ([N("MaxPool", ["x"], ["y", "i"], kernel_shape=[2], name="m")], {},
                         "Indices"),
 }

@@ -23,7 +23,8 @@ def _names():
 def _test_data(name):
     manifest = MODELS / "manifest.json"
     entry = json.loads(manifest.read_text())["models"].get(name, {}) if manifest.exists() else {}
-    path = MODELS / entry["test"] if "test" in entry else MODELS.parent / "data" / f"{name}_test.npz"
+    path = MODELS / entry["test"] if "test" in entry else \
+        MODELS.parent / "data" / f"{name}_test.npz"
     if not path.exists():
         pytest.skip(f"fixture data {path} does not exist yet")
     with np.load(path) as data:

@@ -110,7 +110,8 @@ def test_fold_constants_leaves_what_is_not_per_channel(onnx_model, rng):
     model = onnx_model([
         N("Conv", ["x", "w"], ["c"]), N("Mul", ["c", "sp"], ["m"]),
         N("Conv", ["m", "w"], ["c2"]), N("Sub", ["one", "c2"], ["s"]),
-        N("Conv", ["s", "w"], ["c3"]), N("Mul", ["c3", "one"], ["m3"]), N("Add", ["c3", "m3"], ["y"]),
+        N("Conv", ["s", "w"], ["c3"]), N("Mul", ["c3", "one"], ["m3"]),
+        N("Add", ["c3", "m3"], ["y"]),
     ], {"x": (2, 4, 4)}, ["y"], inits)
     g = import_onnx(model)
     assert ops(fold_constants(g)) == ops(g)
@@ -206,7 +207,8 @@ def test_default_pipeline_on_a_small_cnn(onnx_model, rng, tmp_path, capsys):
     check_same(g, out, rng)
     run_pipeline(g, dump=tmp_path)
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files[0] == "00_input.txt" and files[-1] == f"{len(DEFAULT_PIPELINE):02d}_rewrite_avg_pool.txt"
+    assert files[0] == "00_input.txt"
+    assert files[-1] == f"{len(DEFAULT_PIPELINE):02d}_rewrite_avg_pool.txt"
     assert "sum_pool" in (tmp_path / files[-1]).read_text()
     run_pipeline(g, passes=DEFAULT_PIPELINE[:1], dump=True)
     assert "== 01 remove_identity" in capsys.readouterr().out
