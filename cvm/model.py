@@ -62,7 +62,10 @@ class Model:
         """Write atomically: a crash leaves either the old file or the new one, never half of one."""
         path = Path(path)
         fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=path.name, suffix=".tmp")
+        umask = os.umask(0)
+        os.umask(umask)
         try:
+            os.fchmod(fd, 0o666 & ~umask)
             with os.fdopen(fd, "wb") as f:
                 f.write(self.to_bytes())
                 f.flush()
