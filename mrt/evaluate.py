@@ -47,13 +47,12 @@ def evaluate(onnx_model, model: cvm.Model, x: np.ndarray, y: np.ndarray | None =
 def layer_errors(model: cvm.Model, x: np.ndarray, graph=None) -> list[tuple[str, float]]:
     """Relative L2 error of every mapped tensor: dequantized integer vs float."""
     from mrt.passes import DEFAULT_PIPELINE, run_pipeline
-    from mrt.passes.fold_input_affine import fold_input_affine
     tmap = model.meta["tensor_map"]
     src = model.meta.get("provenance", {}).get("source")
     if graph is None:
         if not src or not os.path.exists(src):
             return []
-        graph = fold_input_affine(run_pipeline(import_onnx(src), DEFAULT_PIPELINE))
+        graph = run_pipeline(import_onnx(src), DEFAULT_PIPELINE)
     _, fvals = run_float(graph, {graph.inputs[0].name: x}, capture=True)
     ivals = reference.run(model.graph, model.analysis, {model.inputs[0].name: model.quantize_input(x)}, keep_all=True)
     out = []

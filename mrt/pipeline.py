@@ -13,7 +13,6 @@ from eth_hash.auto import keccak
 import cvm
 from mrt.calibrate import calibrate, data_hash
 from mrt.onnx_import import import_onnx
-from mrt.passes.fold_input_affine import fold_input_affine
 from mrt.quantize import config_for, quantize
 
 STAGES = ("import", "passes", "output_transform", "calibrate", "quantize")
@@ -69,7 +68,6 @@ def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
         model_bytes = model.SerializeToString()
     graph = import_onnx(model if not isinstance(model, bytes) else _onnx_from_bytes(model))
     graph = run_pipeline(graph, DEFAULT_PIPELINE)
-    graph = fold_input_affine(graph)
     dropped = []
     if softmax == "client":
         graph, dropped = strip_output_softmax(graph)

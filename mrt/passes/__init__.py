@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mrt.passes.fold_batchnorm import fold_batchnorm
 from mrt.passes.fold_constants import fold_constants
+from mrt.passes.fold_input_affine import fold_input_affine
 from mrt.passes.remove_identity import remove_identity
 from mrt.passes.rewrite_avg_pool import rewrite_avg_pool
 from mrt.passes.rewrite_global_avg_pool import rewrite_global_avg_pool
@@ -19,6 +20,7 @@ DEFAULT_PIPELINE = (
     ("fold_constants", fold_constants),
     ("rewrite_global_avg_pool", rewrite_global_avg_pool),
     ("rewrite_avg_pool", rewrite_avg_pool),
+    ("fold_input_affine", fold_input_affine),
 )
 
 

@@ -208,7 +208,7 @@ def test_default_pipeline_on_a_small_cnn(onnx_model, rng, tmp_path, capsys):
     run_pipeline(g, dump=tmp_path)
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files[0] == "00_input.txt"
-    assert files[-1] == f"{len(DEFAULT_PIPELINE):02d}_rewrite_avg_pool.txt"
+    assert files[-1] == f"{len(DEFAULT_PIPELINE):02d}_{DEFAULT_PIPELINE[-1][0]}.txt"
     assert "sum_pool" in (tmp_path / files[-1]).read_text()
     run_pipeline(g, passes=DEFAULT_PIPELINE[:1], dump=True)
     assert "== 01 remove_identity" in capsys.readouterr().out
