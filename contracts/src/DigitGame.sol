@@ -12,11 +12,13 @@ import {ICVM} from "./ICVM.sol";
 /// or synchronously by the CVM precompile (`playNow`, embedded chain only). The contract decodes
 /// the integer logits, takes the argmax and records a win when it equals the guess; a win also
 /// earns `prize` from the contract's balance while the pool lasts (pulled with `claimPrize`).
+/// If the oracle lets a request expire, `refund` returns the player's fee.
 contract DigitGame is IInferenceConsumer {
     struct Game {
         address player;
         uint8 guess;
         bool resolved;
+        uint80 fee;
     }
 
     InferenceOracle public immutable oracle;
@@ -28,7 +30,8 @@ contract DigitGame is IInferenceConsumer {
     mapping(uint256 => Game) public games; // by oracle request id
     mapping(address => uint256) public wins;
     mapping(address => uint256) public prizes;
-    uint256 public reservedPrizes;
+    uint256 public reservedPrizes; // won, not yet claimed
+    uint256 public refundPool; // refunds pulled from the oracle, not yet paid to their players
 
     event GameStarted(uint256 indexed requestId, address indexed player, uint8 guess);
     event GamePlayed(uint256 indexed requestId, address indexed player, uint8 guess, uint256 predicted, bool won);
@@ -37,6 +40,7 @@ contract DigitGame is IInferenceConsumer {
     error UnknownGame(uint256 requestId);
     error AlreadyResolved(uint256 requestId);
     error WrongOutputLength(uint256 length, uint256 expected);
+    error NotExpired(uint256 requestId);
     error NothingToClaim(address player);
     error TransferFailed();
 
@@ -54,7 +58,7 @@ contract DigitGame is IInferenceConsumer {
     /// Asynchronous: forwards msg.value as the oracle fee; the result arrives in onInferenceResult.
     function play(bytes calldata image, uint8 guess) external payable returns (uint256 requestId) {
         requestId = oracle.request{value: msg.value}(modelHash, image, address(this));
-        games[requestId] = Game({player: msg.sender, guess: guess, resolved: false});
+        games[requestId] = Game({player: msg.sender, guess: guess, resolved: false, fee: uint80(msg.value)});
         emit GameStarted(requestId, msg.sender, guess);
     }
 
@@ -71,6 +75,23 @@ contract DigitGame is IInferenceConsumer {
     function playNow(bytes calldata image, uint8 guess) external returns (uint256 predicted, bool won) {
         bytes memory output = ICVM.infer(modelHash, image);
         return _score(0, msg.sender, guess, output);
+    }
+
+    /// Pays the fee of an expired request back to its player (the oracle refunded it to this contract).
+    function refund(uint256 requestId) external {
+        Game storage g = games[requestId];
+        if (g.player == address(0)) revert UnknownGame(requestId);
+        if (g.resolved) revert AlreadyResolved(requestId);
+        if (oracle.statusOf(requestId) != InferenceOracle.Status.Expired) revert NotExpired(requestId);
+        g.resolved = true;
+        uint256 owed = oracle.claimable(address(this));
+        if (owed > 0) {
+            refundPool += owed;
+            oracle.claim();
+        }
+        refundPool -= g.fee;
+        (bool ok,) = payable(g.player).call{value: g.fee}("");
+        if (!ok) revert TransferFailed();
     }
 
     function claimPrize() external {
@@ -111,7 +132,7 @@ contract DigitGame is IInferenceConsumer {
         won = predicted == guess;
         if (won) {
             wins[player] += 1;
-            if (address(this).balance >= reservedPrizes + prize) {
+            if (address(this).balance >= reservedPrizes + refundPool + prize) {
                 prizes[player] += prize;
                 reservedPrizes += prize;
             }

@@ -330,6 +330,10 @@ contract InferenceOracle {
         return r.status != Status.None && (r.commits >= committeeSize || block.timestamp > r.commitDeadline);
     }
 
+    function statusOf(uint256 requestId) external view returns (Status) {
+        return _requests[requestId].status;
+    }
+
     function getRequest(uint256 requestId) external view returns (Request memory) {
         return _requests[requestId];
     }
