@@ -33,9 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = [
     ("fixtures/models/mnist_cnn.cvm", "fixtures/data/mnist_cnn_test.npz"),
     ("fixtures/models/digits_mlp.cvm", "fixtures/data/digits_mlp_test.npz"),
-    # a hand-built CNN with random weights that reads 8x8 digits: it runs the whole path, but its
-    # predictions mean nothing; used only while no converted model is committed
-    ("fixtures/cvm/tiny_cnn.cvm", "fixtures/data/digits_mlp_test.npz"),
 ]
 DEMO_CONFIG = OracleConfig(quorum=2, committee_size=3)
 NUM_OPERATORS = 3

@@ -1,6 +1,7 @@
 """Integration against a real JSON-RPC node: anvil (from the npm package @foundry-rs/anvil) on
 127.0.0.1, three `python -m cvm.chain.node` operator processes, one killed with SIGKILL in the
-middle of a request and restarted, and the request still finalised with the right output."""
+middle of a request and restarted, and the request still finalised with the right output.
+The model is the committed MNIST CNN, the input a real test image."""
 
 from __future__ import annotations
 
@@ -125,9 +126,11 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
     deployer, op_keys, player = keys[0], keys[1:4], keys[4]
 
     store = ModelStore(tmp_path / "models")
-    model = store.get(store.put(ROOT / "fixtures/cvm/tiny_cnn.cvm"))
-    x = np.load(ROOT / "fixtures/cvm/tiny_cnn_input.npy")[2:3]
+    model = store.get(store.put(ROOT / "fixtures/models/mnist_cnn.cvm"))
+    test = np.load(ROOT / "fixtures/data/mnist_cnn_test.npz")
+    x, label = model.quantize_input(test["x"][5:6]), int(test["y"][5])
     image, y = model.encode_input(x), model.run(x, backend="reference")
+    assert int(np.argmax(y[0])) == label
 
     dep = deploy_oracle(w3, deployer, CONFIG)
     register_model(dep.registry, deployer, model)
@@ -144,7 +147,7 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
     oracle = dep.oracle
     try:
         ops.start(0)
-        r = send(w3, player, game.functions.play(image, int(np.argmax(y[0]))), value=CONFIG.min_fee)
+        r = send(w3, player, game.functions.play(image, label), value=CONFIG.min_fee)
         rid = game.events.GameStarted().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
 
         def submission(i):
@@ -173,7 +176,7 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
     assert bytes(state["outputHash"]) == cvm.output_hash(y)
     assert state["reveals"] == 3
     played = game.events.GamePlayed().get_logs(from_block=0)
-    assert played and played[0]["args"]["predicted"] == int(np.argmax(y[0]))
+    assert played and played[0]["args"]["predicted"] == label
     assert game.functions.wins(player.address).call() == 1
     # operator 0 sent one commit and one reveal (after its stake), nothing twice
     assert w3.eth.get_transaction_count(op_keys[0].address) == 3

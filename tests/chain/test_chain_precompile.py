@@ -119,3 +119,15 @@ def test_digit_game_plays_through_the_precompile(env, tiny_cnn):
     assert game.functions.prizes(env.player.address).call() == 10**15
     with reverts("CVMCallFailed"):
         env.send(env.player, game.functions.playNow(model.encode_input(x[:1])[:-1], 0))
+
+
+@pytest.mark.parametrize("name", ["mnist_cnn", "digits_mlp"])
+def test_committed_models_through_the_precompile(env, name):
+    """Real converted models on real test images: the precompile gives the bytes Model.run gives."""
+    model = env.store.get(env.store.put(ROOT / f"fixtures/models/{name}.cvm"))
+    test = np.load(ROOT / f"fixtures/data/{name}_test.npz")
+    x = model.quantize_input(test["x"][:8].reshape((8, *model.inputs[0].shape[1:])))
+    out = bytes(env.w3.eth.call({"to": PRECOMPILE, "data": model.hash + model.encode_input(x)}))
+    y = model.run(x, backend="reference")
+    assert out == model.encode_output(y)
+    assert (np.argmax(model.decode_output(out), axis=1) == test["y"][:8]).mean() >= 0.75
