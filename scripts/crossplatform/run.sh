@@ -32,6 +32,7 @@ ROOT=$BASE/$ARCH
 SUITE=${CVM_XPLAT_SUITE:-bookworm}
 CASES=${CVM_CONFORMANCE_DIR:-fixtures/conformance/v1}
 PKGS=python3,python3-numpy,python3-msgpack,python3-pycryptodome
+DEBS=$BASE/debs-$ARCH  # downloaded .debs, kept so that rebuilding a rootfs needs no download
 LABEL="debian-$SUITE-$ARCH"
 
 [ "$(id -u)" = 0 ] || { echo "error: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
@@ -74,18 +75,18 @@ need_pkg debootstrap debootstrap
 if [ ! -f "$ROOT/.cvm-ready" ]; then
   cleanup
   rm -rf --one-file-system "$ROOT"
-  mkdir -p "$BASE"
+  mkdir -p "$BASE" "$DEBS"
   echo "== debootstrap $SUITE $ARCH from $MIRROR into $ROOT"
   case "$ARCH" in
     i386)
       need_pkg arch-test arch-test
       arch-test -n i386 >/dev/null || { echo "error: this kernel cannot run i386 binaries (no IA32 emulation)" >&2; exit 1; }
-      debootstrap --arch=i386 --variant=minbase --include="$PKGS" "$SUITE" "$ROOT" "$MIRROR" >"$BASE/$ARCH.log" 2>&1 \
+      debootstrap --cache-dir="$DEBS" --arch=i386 --variant=minbase --include="$PKGS" "$SUITE" "$ROOT" "$MIRROR" >"$BASE/$ARCH.log" 2>&1 \
         || { tail -n 20 "$BASE/$ARCH.log"; exit 1; }
       ;;
     arm64)
       ensure_binfmt
-      debootstrap --foreign --arch=arm64 --variant=minbase --include="$PKGS" "$SUITE" "$ROOT" "$MIRROR" >"$BASE/$ARCH.log" 2>&1 \
+      debootstrap --cache-dir="$DEBS" --foreign --arch=arm64 --variant=minbase --include="$PKGS" "$SUITE" "$ROOT" "$MIRROR" >"$BASE/$ARCH.log" 2>&1 \
         || { tail -n 20 "$BASE/$ARCH.log"; exit 1; }
       chroot "$ROOT" /debootstrap/debootstrap --second-stage >>"$BASE/$ARCH.log" 2>&1 \
         || { tail -n 20 "$BASE/$ARCH.log"; exit 1; }
