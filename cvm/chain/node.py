@@ -14,7 +14,7 @@ did not reveal) and then marks it done.
 The salt is stored before the commit transaction is sent, and every submission first reads the
 on-chain state (is my commitment there? my reveal?), so an operator killed at any point and
 restarted sends nothing twice and loses nothing. A reverted transaction or an RPC error is
-logged and retried on a later step, up to MAX_ATTEMPTS per request.
+logged and retried with exponential backoff; the request's own deadlines end the retries.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from cvm.chain.store import ModelStore, StoreError
 
 log = logging.getLogger("cvm.node")
 
-MAX_ATTEMPTS = 8  # failed submissions per request before the operator gives it up
+RETRY_DELAY = 1.0  # seconds before the first retry of a failed step; doubles on each failure
+MAX_RETRY_DELAY = 60.0
 LOG_CHUNK = 2_000  # blocks per eth_getLogs query
 REVEAL_GAS_OVERHEAD = 400_000  # least gas of a reveal on top of the callback's gas: it may finalise
 ZERO32 = bytes(32)
@@ -93,12 +94,15 @@ class Job:
 
 class Operator:
     def __init__(self, w3: Web3, account: LocalAccount, oracle_address: str, store: ModelStore,
-                 db_path: str | os.PathLike, backend: str = "numba", from_block: int = 0):
+                 db_path: str | os.PathLike, backend: str = "numba", from_block: int = 0,
+                 retry_delay: float = RETRY_DELAY):
         self.w3 = w3
         self.account = account
         self.oracle = contract_at(w3, "InferenceOracle", oracle_address)
         self.store = store
         self.backend = backend
+        self.retry_delay = retry_delay
+        self._retry_at: dict[int, float] = {}  # request id -> time.monotonic() of its next try
         self.name = f"node {account.address[:10]}"
         self.db = sqlite3.connect(db_path)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -136,16 +140,18 @@ class Operator:
             if hasattr(job, k):
                 setattr(job, k, v)
 
-    def jobs(self, include_done: bool = False) -> list[Job]:
-        where = "" if include_done else "WHERE state != 'done'"
+    def jobs(self, include_done: bool = False, request_id: int | None = None) -> list[Job]:
+        where = ["1"] if include_done else ["state != 'done'"]
+        where += [] if request_id is None else ["request_id = ?"]
         rows = self.db.execute(
             "SELECT request_id, model_hash, input, state, output, output_hash, salt, commit_tx, reveal_tx, "
-            f"attempts, note FROM requests {where} ORDER BY request_id"
+            f"attempts, note FROM requests WHERE {' AND '.join(where)} ORDER BY request_id",
+            () if request_id is None else (request_id,),
         ).fetchall()
         return [Job(*row) for row in rows]
 
     def job(self, request_id: int) -> Job | None:
-        return next((j for j in self.jobs(include_done=True) if j.request_id == request_id), None)
+        return next((j for j in self.jobs(include_done=True, request_id=request_id)), None)
 
     # ------------------------------------------------------------ the loop
 
@@ -164,6 +170,8 @@ class Operator:
             log.warning("%s: reading request events failed, will retry: %s", self.name, e)
             return
         for job in self.jobs():
+            if self._retry_at.get(job.request_id, 0.0) > time.monotonic():
+                continue
             try:
                 state = None
                 while job.state not in (state, "done"):  # as far as it goes in this step
@@ -171,13 +179,11 @@ class Operator:
                     self.advance(job)
             except (TxFailed, *RPC_ERRORS) as e:
                 attempts = job.attempts + 1
-                if attempts >= MAX_ATTEMPTS:
-                    log.error("%s: request %d: giving up after %d failures: %s", self.name, job.request_id, attempts, e)
-                    self._update(job, state="done", attempts=attempts, note=f"gave up: {e}")
-                else:
-                    log.warning("%s: request %d: %s failed (attempt %d/%d), will retry: %s",
-                                self.name, job.request_id, job.state, attempts, MAX_ATTEMPTS, e)
-                    self._update(job, attempts=attempts)
+                delay = min(self.retry_delay * 2 ** min(attempts - 1, 16), MAX_RETRY_DELAY)
+                self._retry_at[job.request_id] = time.monotonic() + delay
+                self._update(job, attempts=attempts)
+                log.warning("%s: request %d: %s step failed (failure %d), retrying in %.1f s: %s",
+                            self.name, job.request_id, job.state, attempts, delay, e)
 
     def scan(self) -> int:
         """Records InferenceRequested events from the next unread block to the latest one."""

@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.chain, pytest.mark.anvil]
 MNEMONIC = "test test test test test test test test test test test junk"  # anvil's default accounts
 CONFIG = OracleConfig(quorum=3, committee_size=3, commit_window=600, reveal_window=600,
                       withdrawal_delay=1800)  # all three must agree: the killed one is needed
-TIMEOUT = 180  # seconds for any one phase (operators start Python, load and compile the model)
+TIMEOUT = 300  # seconds for any one phase (operators start Python, load and compile the model)
 
 
 def anvil_binary() -> Path:

@@ -10,7 +10,7 @@ from chainkit import BACKEND
 import cvm
 from cvm.chain import node as node_module
 from cvm.chain.contracts import TxFailed, send
-from cvm.chain.node import MAX_ATTEMPTS, Operator, Status
+from cvm.chain.node import Operator, Status
 from cvm.chain.store import ModelStore
 
 pytestmark = pytest.mark.chain
@@ -20,8 +20,9 @@ class Crash(BaseException):
     """Stands for the process being killed: nothing in the operator catches it."""
 
 
-def make_operator(env, tmp_path, i, cls=Operator):
-    return cls(env.w3, env.operators[i], env.oracle.address, env.store, tmp_path / f"op{i}.sqlite", backend=BACKEND)
+def make_operator(env, tmp_path, i, cls=Operator, retry_delay=0.0):
+    return cls(env.w3, env.operators[i], env.oracle.address, env.store, tmp_path / f"op{i}.sqlite",
+               backend=BACKEND, retry_delay=retry_delay)
 
 
 def run_until_final(env, operators, rid, rounds=6):
@@ -113,24 +114,32 @@ def test_failed_submissions_are_retried_with_logs(env, tmp_path, monkeypatch, ca
         op.step()
         op.step()
     assert op.job(rid).attempts == 2 and op.job(rid).state == "seen"
-    assert "node unreachable" in caplog.text and "attempt 1/" in caplog.text and "attempt 2/" in caplog.text
+    assert "node unreachable" in caplog.text and "(failure 1)" in caplog.text and "(failure 2)" in caplog.text
     op.step()
     assert op.job(rid).state == "committed"
 
 
-def test_operator_gives_up_after_max_attempts(env, tmp_path, monkeypatch):
+def test_retries_back_off_until_the_deadline_ends_them(env, tmp_path, monkeypatch):
     env.stake_all()
     data, _ = env.sample(3)
     rid = env.request(data)
-    op = make_operator(env, tmp_path, 0)
+    op = make_operator(env, tmp_path, 0, retry_delay=3600.0)
+    calls = []
 
     def broken_send(*args, **kw):
+        calls.append(1)
         raise ConnectionError("down")
 
     monkeypatch.setattr(node_module, "send", broken_send)
-    for _ in range(MAX_ATTEMPTS):
+    for _ in range(3):
         op.step()
-    assert op.job(rid).state == "done" and op.job(rid).note.startswith("gave up")
+    assert len(calls) == 1 and op.job(rid).attempts == 1  # waiting out its backoff
+    op.retry_delay, op._retry_at = 0.0, {}
+    op.step()
+    assert len(calls) == 2 and op.job(rid).state == "seen"
+    env.chain.advance_time(env.config.commit_window + 1)
+    op.step()
+    assert op.job(rid).state == "done" and op.job(rid).note.startswith("commit phase closed")
 
 
 def test_dishonest_operator_is_slashed(env, tmp_path):
