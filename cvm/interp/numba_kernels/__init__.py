@@ -1,0 +1,7 @@
+"""Compiled kernels of the numba backend (cvm.interp.numba), one small module per kind of op.
+
+Every kernel is `@njit(cache=True)`, takes preallocated C-contiguous arrays and writes its output in
+place; shapes and attributes arrive as plain ints or int64 arrays, so one compiled kernel serves
+every shape. Integer widths are chosen by the planner from what the verifier proved; the kernels
+never depend on wrap-around (docs/performance.md, "Exactness").
+"""

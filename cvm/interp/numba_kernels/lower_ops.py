@@ -1,0 +1,193 @@
+"""Lowering of every op other than conv2d and dense: compiled kernels for the elementwise ops that
+keep a layout (requant, relu, clip, lut) and for max pooling and matmul; numpy, on views in the
+spec's layout, for the ops that only move values or are cheap (add, sub, mul, div, sum, max, layout ops)."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import elementwise, matmul, pool
+from .layout import C, FLAT, NHWC, canonical, flat_permutation, to_nhwc_const
+from .plan import Planner
+
+PAR_MIN_TAPS = 1 << 20  # max_pool2d, per thread: output elements x window taps
+_NHWC_AXIS = {0: 2, 1: 0, 2: 1}  # spec axis of a [C, H, W] sample -> stored axis of (H, W, C)
+
+
+def _flat(a):
+    return a.reshape(-1)
+
+
+def _widest(*dtypes) -> np.dtype:
+    return max((np.dtype(d) for d in dtypes), key=lambda d: d.itemsize)
+
+
+def _batch_view(arr, value, rank):
+    """Canonical view of a stored activation with unit axes inserted after the batch axis, so that
+    numpy broadcasts the per-sample shapes right-aligned."""
+    v = canonical(arr, value)
+    return v.reshape((v.shape[0],) + (1,) * (rank - v.ndim + 1) + v.shape[1:])
+
+
+def lower_binary(p: Planner, index, node, attrs):
+    out_value = p.spec_value(node.output)
+    shape, rank = out_value.shape, len(out_value.shape)
+    acts = [n for n in node.inputs if p.const(n) is None]
+    nhwc = rank == 3 and all(p.values[n].layout == NHWC and p.values[n].shape == shape for n in acts)
+    names = [n if p.const(n) is not None or nhwc else p.viewable(n) for n in node.inputs]
+    dtypes = [p.const(n).dtype if p.const(n) is not None else p.values[n].dtype for n in names]
+    if node.op == "div":
+        calc = np.dtype(np.int64)
+    else:
+        calc = _widest(out_value.dtype, *dtypes)
+    if nhwc:
+        out_value = out_value.with_layout(NHWC)
+    consts = {n: (to_nhwc_const(p.const(n)) if nhwc else p.const(n)).astype(calc)
+              for n in names if p.const(n) is not None}
+    act_names = [n for n in names if n not in consts]
+
+    def operands(ins):
+        got = dict(zip(act_names, ins))
+        return [consts[n] if n in consts else (got[n] if nhwc else _batch_view(got[n], p.values[n], rank))
+                for n in names]
+
+    if node.op == "div":
+        def bind(ins, out):
+            x, d = operands(ins)
+            o = out if nhwc else canonical(out, out_value)
+            return [(_div, (x, d, o))]
+    else:
+        ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[node.op]
+        fn = functools.partial(ufunc, dtype=calc, casting="unsafe")
+
+        def bind(ins, out):
+            return [(fn, (*operands(ins), out))]
+    p.add(node.op, act_names, node.output, out_value, bind)
+
+
+def _div(x, d, out):
+    """floor((2x + d) / (2d)) in int64 (d >= 1 was proven)."""
+    x, d = x.astype(np.int64), d.astype(np.int64)
+    np.copyto(out, (2 * x + d) // (2 * d))
+
+
+def lower_clamp(p: Planner, index, node, attrs):
+    lo, hi = (0, 1 << 62) if node.op == "relu" else (attrs["lo"], attrs["hi"])
+    x = p.values[node.inputs[0]]
+    p.add(node.op, node.inputs, node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
+          lambda ins, out: [(elementwise.clamp, (_flat(ins[0]), lo, hi, _flat(out)))])
+
+
+def lower_lut(p: Planner, index, node, attrs):
+    x = p.values[node.inputs[0]]
+    table, offset = p.const(node.inputs[1]), attrs["offset"]
+    p.add("lut", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
+          lambda ins, out: [(elementwise.lut, (_flat(ins[0]), table, offset, _flat(out)))])
+
+
+def lower_requant(p: Planner, index, node, attrs):
+    x = p.values[node.inputs[0]]
+    m = p.const(node.inputs[1]).astype(np.int64)
+    inner = 1
+    if m.shape[0] != 1:
+        if x.layout == FLAT:
+            m = np.ascontiguousarray(m[flat_permutation(x.chw)])
+        else:
+            axis = _NHWC_AXIS[attrs["axis"]] if x.layout == NHWC else attrs["axis"]
+            inner = int(np.prod(x.stored[axis + 1:], dtype=np.int64))
+    shift, lim = attrs["shift"], (1 << (attrs["bits"] - 1)) - 1
+    args = (m, inner, (1 << shift) >> 1, shift, -lim, lim)
+    p.add("requant", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
+          lambda ins, out: [(elementwise.requant, (_flat(ins[0]), *args, _flat(out)))])
+
+
+def lower_max_pool(p: Planner, index, node, attrs):
+    x_name = p.in_layout(node.inputs[0], NHWC)
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = attrs["kernel"], attrs["strides"], attrs["dilations"], attrs["pads"]
+    geo = np.array([kh, kw, sh, sw, dh, dw, pt, pl], np.int64)
+    out_value = p.spec_value(node.output, NHWC)
+    c, oh, ow = out_value.shape
+    min_rows = -(-PAR_MIN_TAPS // (ow * c * kh * kw))
+
+    def bind(ins, out):
+        return [p.pool.call(pool.max_pool_nhwc, (ins[0], out, geo), out.shape[0] * oh, min_rows)]
+    p.add("max_pool2d", [x_name], node.output, out_value, bind)
+
+
+def lower_reduce(p: Planner, index, node, attrs):
+    x_name = p.viewable(node.inputs[0])
+    x = p.values[x_name]
+    axes, keep = tuple(a + 1 for a in attrs["axes"]), bool(attrs["keepdims"])
+    method = np.sum if node.op == "sum" else np.max
+    kwargs = dict(axis=axes, keepdims=keep, **({"dtype": np.int64} if node.op == "sum" else {}))
+
+    def run(src, out):
+        np.copyto(out, method(src, **kwargs))
+    p.add(node.op, [x_name], node.output, p.spec_value(node.output),
+          lambda ins, out: [(run, (canonical(ins[0], x), out))])
+
+
+def lower_reshape(p: Planner, index, node, attrs):
+    shape = tuple(attrs["shape"]) if node.op == "reshape" else (int(np.prod(p.values[node.inputs[0]].shape)),)
+    x_name = node.inputs[0]
+    x = p.values[x_name]
+    out_value = p.spec_value(node.output)
+    if x.layout == NHWC and len(shape) == 1:
+        return p.add(node.op, [x_name], node.output, out_value.with_layout(FLAT, x.shape), None,
+                     view=lambda a: a.reshape(a.shape[0], -1))
+    x_name = p.in_layout(x_name, C)
+    p.add(node.op, [x_name], node.output, out_value, None, view=lambda a: a.reshape((a.shape[0],) + shape))
+
+
+def _copy_step(p: Planner, node, make_source):
+    """Output in layout "c" = make_source(canonical view of the single input)."""
+    x_name = p.viewable(node.inputs[0])
+    x = p.values[x_name]
+    p.add(node.op, [x_name], node.output, p.spec_value(node.output),
+          lambda ins, out: [(np.copyto, (out, make_source(canonical(ins[0], x))))])
+
+
+def lower_transpose(p: Planner, index, node, attrs):
+    perm = (0,) + tuple(a + 1 for a in attrs["perm"])
+    _copy_step(p, node, lambda v: v.transpose(perm))
+
+
+def lower_slice(p: Planner, index, node, attrs):
+    index_ = (slice(None),) + tuple(map(slice, attrs["starts"], attrs["ends"], attrs["steps"]))
+    _copy_step(p, node, lambda v: v[index_])
+
+
+def lower_pad(p: Planner, index, node, attrs):
+    x_name = p.viewable(node.inputs[0])
+    x = p.values[x_name]
+    pads, value, r = attrs["pads"], attrs["value"], len(x.shape)
+    inner = (slice(None),) + tuple(slice(pads[i], pads[i] + d) for i, d in enumerate(x.shape))
+
+    def bind(ins, out):
+        return [(np.copyto, (out, value)), (np.copyto, (out[inner], canonical(ins[0], x)))]
+    p.add("pad", [x_name], node.output, p.spec_value(node.output), bind)
+
+
+def lower_concat(p: Planner, index, node, attrs):
+    names = [n if p.const(n) is not None else p.viewable(n) for n in node.inputs]
+    acts = [n for n in names if p.const(n) is None]
+    axis = attrs["axis"] + 1
+
+    def bind(ins, out):
+        got = dict(zip(acts, ins))
+        parts = [np.broadcast_to(p.const(n), (out.shape[0],) + p.const(n).shape) if n not in got
+                 else canonical(got[n], p.values[n]) for n in names]
+        return [(_concat, (parts, axis, out))]
+    p.add("concat", acts, node.output, p.spec_value(node.output), bind)
+
+
+def _concat(parts, axis, out):
+    np.concatenate(parts, axis=axis, out=out, casting="unsafe")
+
+
+def lower_matmul(p: Planner, index, node, attrs):
+    a_name, b_name = (p.in_layout(n, C) for n in node.inputs)
+    (m, k), n = p.values[a_name].shape[-2:], p.values[b_name].shape[-1]
+    p.add("matmul", [a_name, b_name], node.output, p.spec_value(node.output), lambda ins, out: [
+        (matmul.matmul_i32, (ins[0].reshape(-1, m, k), ins[1].reshape(-1, k, n), out.reshape(-1, m, n)))])

@@ -1,0 +1,159 @@
+"""The execution plan: the graph lowered once, at prepare time, to a flat list of steps.
+
+A step names its input and output tensors and knows how to bind itself to buffers: `bind(ins, out)`
+returns the kernel calls `(fn, args)` to run, with every array already allocated, so a run is a loop
+over prebuilt calls. Multiply-accumulate nodes absorb the requant -> relu/clip chain that follows
+them when nothing else reads the intermediate tensors (the fused output step).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ...ir import Graph
+from ...values import bits_max, storage_dtype
+from ...verify import Analysis
+from .layout import C, FLAT, NHWC, Value, canonical
+from .threads import Pool
+
+BIG = 1 << 62  # an open clamp bound; every value the kernels clamp fits int32
+
+
+@dataclass
+class Step:
+    label: str
+    inputs: tuple[str, ...]
+    output: str
+    value: Value
+    bind: Callable  # (inputs: list[ndarray], out: ndarray) -> list[(fn, args)]; ignored for views
+    view: Callable | None = None  # (input array) -> output array, when the output is a view
+
+    def __str__(self) -> str:
+        return f"{self.output} = {self.label}({', '.join(self.inputs)}) [{self.value.layout} {self.value.dtype}]"
+
+
+@dataclass(frozen=True)
+class OutputStep:
+    """y = clip(floor((acc*mult[o] + rnd) / 2^shift), lo, hi): requant, relu and clip folded."""
+    mult: np.ndarray  # int64, one per output channel
+    shift: int
+    lo: int
+    hi: int
+    output: str  # the last fused node's output
+    nodes: tuple[int, ...]  # indices of the fused nodes
+
+    @property
+    def rnd(self) -> int:
+        return (1 << self.shift) >> 1
+
+
+def fold_clamp(lo: int, hi: int, lo2: int, hi2: int) -> tuple[int, int]:
+    """clip(clip(v, lo, hi), lo2, hi2) == clip(v, lo', hi') (lo2 <= hi2)."""
+    return min(max(lo, lo2), hi2), max(min(hi, hi2), lo2)
+
+
+class Planner:
+    def __init__(self, graph: Graph, analysis: Analysis, isa: str, pool: Pool):
+        self.graph, self.analysis, self.isa, self.pool = graph, analysis, isa, pool
+        self.values: dict[str, Value] = {}
+        self.steps: list[Step] = []
+        self._converted: dict[tuple[str, str], str] = {}
+        self.uses = Counter(n for node in graph.nodes for n in node.inputs) + Counter(graph.outputs)
+        self.consumers = {}
+        for i, node in enumerate(graph.nodes):
+            for n in node.inputs:
+                self.consumers.setdefault(n, []).append(i)
+        for inp in graph.inputs:
+            self.values[inp.name] = self.spec_value(inp.name)
+
+    # ------------------------------------------------------------ tensors
+
+    def spec_value(self, name: str, layout: str = C) -> Value:
+        info = self.analysis.tensors[name]
+        return Value(tuple(info.shape), storage_dtype(info.bits), info.lo, info.hi, layout)
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self.graph.constants.get(name)
+
+    def add(self, label, inputs, output, value, bind, view=None) -> str:
+        self.steps.append(Step(label, tuple(inputs), output, value, bind, view))
+        self.values[output] = value
+        return output
+
+    def in_layout(self, name: str, layout: str) -> str:
+        """The name of a tensor holding `name` stored in `layout` (a conversion step is added once)."""
+        v = self.values[name]
+        if v.layout == layout:
+            return name
+        key = (name, layout)
+        if key not in self._converted:
+            self._converted[key] = self._convert(name, v, layout)
+        return self._converted[key]
+
+    def viewable(self, name: str) -> str:
+        """A tensor with a canonical view (layout "c" or "nhwc")."""
+        return self.in_layout(name, C) if self.values[name].layout == FLAT else name
+
+    def _convert(self, name: str, v: Value, layout: str) -> str:
+        out = f"{name}@{layout}"
+        if layout == NHWC and v.layout == FLAT:
+            c, h, w = v.chw
+            return self.add("flat->nhwc", [name], out, Value(v.chw, v.dtype, v.lo, v.hi, NHWC), None,
+                            view=lambda x: x.reshape(x.shape[0], h, w, c))
+        if layout == NHWC:
+            return self.add("to_nhwc", [name], out, v.with_layout(NHWC),
+                            lambda ins, o: [(np.copyto, (o, ins[0].transpose(0, 2, 3, 1)))])
+        if v.layout == FLAT:
+            c, h, w = v.chw
+            return self.add("flat->c", [name], out, v.with_layout(C), lambda ins, o: [
+                (np.copyto, (o.reshape(o.shape[0], c, h, w), ins[0].reshape(-1, h, w, c).transpose(0, 3, 1, 2)))])
+        return self.add("to_c", [name], out, v.with_layout(C),
+                        lambda ins, o: [(np.copyto, (o, canonical(ins[0], v)))])
+
+    # ------------------------------------------------------------ fusion
+
+    def output_step(self, index: int, channel_axis: int) -> OutputStep:
+        """The requant -> relu/clip chain after MAC node `index` that can run in its output step."""
+        nodes, attrs = self.graph.nodes, self.analysis.attrs
+        node = nodes[index]
+        info = self.analysis.tensors[node.output]
+        n_out = info.shape[channel_axis]
+        mult, shift, lo, hi = np.ones(n_out, np.int64), 0, -BIG, BIG
+        name, fused = node.output, []
+        while self.uses[name] == 1 and name not in self.graph.outputs and name in self.consumers:
+            j = self.consumers[name][0]
+            nxt, a = nodes[j], attrs[j]
+            if nxt.op == "requant" and not fused and nxt.inputs[0] == name:
+                m = self.const(nxt.inputs[1]).astype(np.int64)
+                if m.shape[0] != 1 and a["axis"] != channel_axis:
+                    break
+                mult = np.broadcast_to(m, (n_out,)).copy()
+                shift, lim = a["shift"], bits_max(a["bits"])
+                lo, hi = -lim, lim
+            elif nxt.op == "relu":
+                lo, hi = fold_clamp(lo, hi, 0, BIG)
+            elif nxt.op == "clip":
+                lo, hi = fold_clamp(lo, hi, a["lo"], a["hi"])
+            else:
+                break
+            fused.append(j)
+            name = nxt.output
+        return OutputStep(mult, shift, lo, hi, name, tuple(fused))
+
+
+def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dict) -> tuple[Planner, dict[str, str]]:
+    """Lower every node; returns the planner (values and steps) and graph output -> stored tensor."""
+    p = Planner(graph, analysis, isa, pool)
+    skip: set[int] = set()
+    for i, (node, attrs) in enumerate(zip(graph.nodes, analysis.attrs)):
+        if i in skip:
+            continue
+        lower = lowerings.get(node.op)
+        if lower is None:
+            raise NotImplementedError(f"the numba backend has no lowering for op {node.op!r}")
+        skip.update(lower(p, i, node, attrs) or ())
+    outputs = {name: p.in_layout(name, C) for name in graph.outputs}
+    return p, outputs

@@ -1,0 +1,32 @@
+"""max_pool2d on channels-last (N, H, W, C) arrays; taps in the padding are skipped (never all of them:
+the verifier proved every window holds at least one input tap)."""
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def max_pool_nhwc(x, out, geo, r0, r1):
+    """Output rows r0..r1, a row being (n, i) = divmod(row, OH). geo: kh, kw, sh, sw, dh, dw, pt, pl."""
+    kh, kw, sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    _, h, w, c = x.shape
+    oh, ow = out.shape[1], out.shape[2]
+    for r in range(r0, r1):
+        n, i = r // oh, r % oh
+        for j in range(ow):
+            first = True
+            for u in range(kh):
+                y = i * sh + u * dh - pt
+                if y < 0 or y >= h:
+                    continue
+                for v in range(kw):
+                    z = j * sw + v * dw - pl
+                    if z < 0 or z >= w:
+                        continue
+                    if first:
+                        for ch in range(c):
+                            out[n, i, j, ch] = x[n, y, z, ch]
+                        first = False
+                    else:
+                        for ch in range(c):
+                            out[n, i, j, ch] = max(out[n, i, j, ch], x[n, y, z, ch])

@@ -1,0 +1,74 @@
+"""A 16 x int32 (512-bit) vector value for numba, and the few x86 intrinsics the VNNI kernels use.
+
+Only imported when the host CPU reports avx512f and avx512vnni and numba compiles for the host.
+Every load and store addresses an array's buffer by flat element index (the array is C-contiguous);
+bounds are the caller's responsibility, as in any compiled kernel.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+
+class I32x16(types.Type):
+    def __init__(self):
+        super().__init__(name="i32x16")
+
+
+i32x16 = I32x16()
+_VEC = ir.VectorType(ir.IntType(32), 16)
+_I32 = ir.IntType(32)
+
+
+@register_model(I32x16)
+class _I32x16Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _VEC)
+
+
+def _address(context, builder, arrty, arr, index):
+    data = context.make_array(arrty)(context, builder, arr).data
+    return builder.gep(data, [index])
+
+
+@intrinsic
+def vload(typingctx, arr, index):
+    """The 64 bytes starting at arr.flat[index], as 16 x int32."""
+    def codegen(context, builder, sig, args):
+        ptr = builder.bitcast(_address(context, builder, sig.args[0], *args), _VEC.as_pointer())
+        return builder.load(ptr, align=1)
+    return i32x16(arr, index), codegen
+
+
+@intrinsic
+def vbroadcast4(typingctx, arr, index):
+    """The 4 bytes starting at arr.flat[index], repeated in every 32-bit lane."""
+    def codegen(context, builder, sig, args):
+        ptr = builder.bitcast(_address(context, builder, sig.args[0], *args), _I32.as_pointer())
+        word = builder.load(ptr, align=1)
+        vec = builder.insert_element(ir.Constant(_VEC, ir.Undefined), word, ir.Constant(_I32, 0))
+        return builder.shuffle_vector(vec, ir.Constant(_VEC, ir.Undefined), ir.Constant(_VEC, [0] * 16))
+    return i32x16(arr, index), codegen
+
+
+@intrinsic
+def vstore(typingctx, arr, index, vec):
+    """Write 16 x int32 to the 64 bytes starting at arr.flat[index]."""
+    def codegen(context, builder, sig, args):
+        ptr = builder.bitcast(_address(context, builder, sig.args[0], args[0], args[1]), _VEC.as_pointer())
+        builder.store(args[2], ptr, align=1)
+        return context.get_dummy_value()
+    return types.void(arr, index, vec), codegen
+
+
+@intrinsic
+def dpbusd(typingctx, acc, a, b):
+    """acc + sum of 4 products per lane: a as 4 x uint8, b as 4 x int8 (AVX-512 VNNI vpdpbusd).
+    The lane sum is exact; the planner proved the accumulator never leaves int32."""
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_VEC] * 3),
+                                            "llvm.x86.avx512.vpdpbusd.512")
+        return builder.call(fn, args)
+    return i32x16(acc, a, b), codegen

@@ -1,0 +1,58 @@
+"""Parallel kernel calls on persistent Python threads.
+
+Every compiled kernel releases the GIL (nogil=True) and takes the range of output rows to compute,
+so a parallel call is the same kernel run on disjoint row ranges: the caller's thread takes the first
+range, pool threads the others. Splitting only ever divides outputs, never a sum. Python threads
+rather than numba's parallel regions: no second compiled variant of every kernel (cold start), and
+blocking waits instead of spinning workers when the machine is oversubscribed.
+"""
+from __future__ import annotations
+
+import os
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def split(n: int, parts: int) -> list[tuple[int, int]]:
+    """n items into `parts` contiguous ranges of nearly equal size (no empty range)."""
+    parts = max(1, min(parts, n))
+    return [(i * n // parts, (i + 1) * n // parts) for i in range(parts)]
+
+
+class Pool:
+    """threads: how many threads share a call; eager: split every call with enough rows, however
+    small (tests use it to run the parallel path on small shapes)."""
+
+    def __init__(self, threads: int, eager: bool = False):
+        self.threads, self.eager = threads, eager
+        self._executor = None
+
+    def _get(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="cvm-numba")
+            weakref.finalize(self, self._executor.shutdown, wait=False)
+        return self._executor
+
+    def call(self, fn, args: tuple, n: int, min_per_thread: int = 1):
+        """(callable, args) running fn(*args, lo, hi) over 0..n, split between threads when worth it."""
+        parts = min(self.threads, n if self.eager else n // max(1, min_per_thread))
+        if parts <= 1:
+            return fn, (*args, 0, n)
+        ranges = split(n, parts)
+        return self._run, (fn, args, ranges)
+
+    def _run(self, fn, args, ranges):
+        ex = self._get()
+        futures = [ex.submit(fn, *args, lo, hi) for lo, hi in ranges[1:]]
+        try:
+            fn(*args, *ranges[0])
+        finally:
+            for f in futures:
+                f.result()
