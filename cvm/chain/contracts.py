@@ -7,8 +7,11 @@ chain and any JSON-RPC node.
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
 import logging
+import re
 from dataclasses import astuple, dataclass
 from functools import cache
 from pathlib import Path
@@ -76,7 +79,8 @@ def revert_data(exc: BaseException) -> bytes | None:
     """The raw revert data behind an exception from an estimate or a call, if any.
 
     JSON-RPC nodes give it to web3 (ContractLogicError.data, hex); eth-tester raises its own
-    TransactionFailed, with the py-evm Revert holding the bytes earlier in the exception chain.
+    TransactionFailed, with the py-evm Revert holding the bytes earlier in the exception chain
+    (estimates) or only their repr in the message (calls).
     """
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -88,6 +92,11 @@ def revert_data(exc: BaseException) -> bytes | None:
             return bytes.fromhex(data[2:])
         if exc.args and isinstance(exc.args[0], bytes):
             return exc.args[0]
+        if exc.args and isinstance(exc.args[0], str):  # eth-tester's call path keeps only repr(bytes)
+            match = re.search(r"""b(['"]).*\1$""", exc.args[0], re.DOTALL)
+            if match:
+                with contextlib.suppress(ValueError, SyntaxError):
+                    return ast.literal_eval(match.group(0))
         exc = exc.__cause__ or exc.__context__
     return None
 
@@ -109,6 +118,7 @@ def send(
     """
     if abi is None:
         abi = getattr(call, "contract_abi", None) or []
+    what = getattr(call, "fn_name", "constructor")
     params = {"from": account.address, "value": value, "chainId": w3.eth.chain_id,
               "nonce": w3.eth.get_transaction_count(account.address, "pending")}
     try:
@@ -116,14 +126,26 @@ def send(
             gas = int(call.estimate_gas(params) * GAS_MARGIN)
         tx = call.build_transaction({**params, "gas": gas})
     except REVERT_ERRORS as e:
-        name, args = decode_revert(w3, abi, revert_data(e))
-        raise TxFailed(f"{name or 'revert'}{args if args else ''}: {e}", name, args) from e
+        raise _failure(w3, abi, f"{what} would revert", e) from e
     signed = account.sign_transaction(tx)
     tx_hash = w3.eth.send_raw_transaction(signed.raw_transaction)
     receipt = w3.eth.wait_for_transaction_receipt(tx_hash, timeout=timeout)
     if receipt["status"] != 1:
-        raise TxFailed(f"transaction {tx_hash.hex()} reverted (gas used {receipt['gasUsed']})")
+        message = f"{what} transaction 0x{bytes(tx_hash).hex()} reverted (gas used {receipt['gasUsed']} of {gas})"
+        try:  # replay it on the state it ran on to learn why (exact when it was alone in its block)
+            w3.eth.call({k: tx[k] for k in ("to", "data", "value", "gas") if k in tx} | {"from": account.address},
+                        receipt["blockNumber"] - 1)
+        except REVERT_ERRORS as e:
+            raise _failure(w3, abi, message, e) from None
+        raise TxFailed(message)
     return receipt
+
+
+def _failure(w3: Web3, abi: list[dict], message: str, exc: BaseException) -> TxFailed:
+    name, args = decode_revert(w3, abi, revert_data(exc))
+    if name:
+        return TxFailed(f"{message}: {name}{args if args else '()'}", name, args)
+    return TxFailed(f"{message}: {exc}")
 
 
 def deploy(w3: Web3, account: LocalAccount, name: str, *args, value: int = 0,

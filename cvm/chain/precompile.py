@@ -13,7 +13,7 @@ call fails, consumes all the gas given to it, and touches no state.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from eth.abc import ComputationAPI

@@ -1,7 +1,6 @@
 import os
 
 import pytest
-
 from chainkit import make_env
 
 

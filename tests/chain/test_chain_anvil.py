@@ -22,7 +22,13 @@ from web3.logs import DISCARD
 
 import cvm
 from cvm.chain.contracts import (
-    OracleConfig, TxFailed, call_struct, deploy, deploy_oracle, register_model, send,
+    OracleConfig,
+    TxFailed,
+    call_struct,
+    deploy,
+    deploy_oracle,
+    register_model,
+    send,
 )
 from cvm.chain.node import Status
 from cvm.chain.store import ModelStore
@@ -60,27 +66,19 @@ def wait_for(predicate, what: str, timeout: float = TIMEOUT, interval: float = 0
 @pytest.fixture
 def anvil(tmp_path):
     port = free_port()
-    log = open(tmp_path / "anvil.log", "w")
-    proc = subprocess.Popen(
-        [str(anvil_binary()), "--host", "127.0.0.1", "--port", str(port), "--hardfork", "prague",
-         "--mnemonic", MNEMONIC, "--accounts", "10", "--chain-id", "31337"],
-        stdout=log, stderr=subprocess.STDOUT)
+    with open(tmp_path / "anvil.log", "w") as log:
+        proc = subprocess.Popen(
+            [str(anvil_binary()), "--host", "127.0.0.1", "--port", str(port), "--hardfork", "prague",
+             "--mnemonic", MNEMONIC, "--accounts", "10", "--chain-id", "31337"],
+            stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
     try:
-        wait_for(lambda: proc.poll() is None and _connected(w3), "anvil to listen", timeout=30)
+        wait_for(lambda: proc.poll() is None and w3.is_connected(), "anvil to listen", timeout=30)
         yield url, w3
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-        log.close()
-
-
-def _connected(w3: Web3) -> bool:
-    try:
-        return w3.is_connected()
-    except Exception:
-        return False
 
 
 class Operators:
@@ -93,14 +91,13 @@ class Operators:
 
     def start(self, i: int) -> None:
         self.starts[i] += 1
-        log = open(self.tmp_path / f"op{i}.{self.starts[i]}.log", "w")
         env = {**os.environ, "CVM_TEST_OPERATOR_KEY": self.keys[i].key.hex()}
-        self.procs[i] = subprocess.Popen(
-            [sys.executable, "-m", "cvm.chain.node", "--rpc", self.url, "--key", "env:CVM_TEST_OPERATOR_KEY",
-             "--oracle", self.oracle, "--models", str(self.models), "--db", str(self.tmp_path / f"op{i}.sqlite"),
-             "--backend", BACKEND, "--poll", "0.2"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        log.close()
+        with open(self.tmp_path / f"op{i}.{self.starts[i]}.log", "w") as log:
+            self.procs[i] = subprocess.Popen(
+                [sys.executable, "-m", "cvm.chain.node", "--rpc", self.url, "--key", "env:CVM_TEST_OPERATOR_KEY",
+                 "--oracle", self.oracle, "--models", str(self.models), "--db", str(self.tmp_path / f"op{i}.sqlite"),
+                 "--backend", BACKEND, "--poll", "0.2"],
+                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
 
     def kill(self, i: int) -> None:
         os.kill(self.procs[i].pid, signal.SIGKILL)

@@ -19,7 +19,8 @@ def test_committed_artifacts_match_a_fresh_compile():
     node = shutil.which("node")
     assert node, "node is needed to compile the contracts (scripts/setup.sh installs solc-js with npm)"
     assert (CONTRACTS / "node_modules" / "solc").is_dir(), "run scripts/setup.sh (npm ci in contracts/)"
-    r = subprocess.run([node, str(CONTRACTS / "compile.js"), "--check"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([node, str(CONTRACTS / "compile.js"), "--check"], capture_output=True, text=True, timeout=300,
+                       check=False)
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -7,7 +7,7 @@ from chainkit import CONFIG, reverts
 from web3.logs import DISCARD
 
 import cvm
-from cvm.chain.contracts import deploy
+from cvm.chain.contracts import decode_revert, deploy, revert_data
 
 pytestmark = pytest.mark.chain
 PRIZE = 10**15
@@ -87,5 +87,6 @@ def test_decoding_and_argmax(env, game):
     logits = np.array([[-5, 9, 9]])  # a tie: the first maximum, as numpy
     assert game.functions.argmax(env.model.encode_output(logits)).call() == int(np.argmax(logits))
     assert game.functions.argmax(env.model.encode_output([[-300, -7, -8]])).call() == 1
-    with pytest.raises(Exception):  # WrongOutputLength: 5 bytes are not 3 logits
+    with pytest.raises(Exception) as e:  # 5 bytes are not 3 logits
         game.functions.argmax(b"\x00" * 5).call()
+    assert decode_revert(env.w3, game.abi, revert_data(e.value)) == ("WrongOutputLength", (5, 3 * env.model.outputs[0].dtype.itemsize))

@@ -6,7 +6,7 @@ from chainkit import CONFIG, reverts
 from web3.logs import DISCARD
 
 import cvm
-from cvm.chain.contracts import OracleConfig, TxFailed, deploy
+from cvm.chain.contracts import OracleConfig, deploy
 from cvm.chain.node import Status, commitment
 
 pytestmark = pytest.mark.chain
@@ -295,7 +295,7 @@ def _finalise_for(env, consumer, salts, **reveal_kw):
 def test_failing_callback_does_not_block_finalisation(env, salts, mode):
     env.stake_all()
     consumer, _ = env.deploy_test("TestConsumer", env.oracle.address, mode)
-    rid, r = _finalise_for(env, consumer, salts, gas=2_000_000)
+    _, r = _finalise_for(env, consumer, salts, gas=2_000_000)
     assert not env.oracle.events.CallbackResult().process_receipt(r, errors=DISCARD)[0]["args"]["success"]
     assert env.claimable(env.operators[0].address) > 0
     if mode == BURN:  # the consumer got callbackGasLimit, not the whole transaction
@@ -324,7 +324,7 @@ def test_reveal_with_too_little_gas_for_the_callback_reverts(env, salts):
     for op, salt in zip(ops, salts):
         env.commit(op, rid, h, salt)
     env.reveal(ops[0], rid, h, salts[0], out)
-    with pytest.raises(TxFailed):  # mined with status 0: enough for the reveal, not for the callback
+    with reverts("InsufficientGasForCallback"):  # mined: enough gas for the reveal, not the callback
         env.reveal(ops[1], rid, h, salts[1], out, gas=CONFIG.callback_gas_limit)
     assert env.request_state(rid)["status"] == Status.PENDING
     env.reveal(ops[1], rid, h, salts[1], out)

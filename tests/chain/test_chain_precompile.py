@@ -6,7 +6,7 @@ import pytest
 from chainkit import BACKEND, ROOT, TEST_ARTIFACTS, reverts
 from web3 import Web3
 
-from cvm.chain.contracts import deploy, register_model
+from cvm.chain.contracts import REVERT_ERRORS, deploy, register_model
 from cvm.chain.precompile import CVM_PRECOMPILE_ADDRESS, GAS_PER_BYTE, precompile_gas
 
 pytestmark = pytest.mark.chain
@@ -79,7 +79,7 @@ def test_bad_calls_fail_cleanly(env, tiny_cnn, case):
     r = send_to_precompile(env, data, gas=gas)
     assert r["status"] == 0 and r["gasUsed"] == gas  # failed, all gas consumed
     assert env.w3.eth.get_transaction_count(env.player.address) == nonce + 1
-    with pytest.raises(Exception):
+    with pytest.raises(REVERT_ERRORS):
         env.w3.eth.call({"to": PRECOMPILE, "data": data})
 
 
