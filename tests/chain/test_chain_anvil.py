@@ -21,15 +21,7 @@ from web3 import Web3
 from web3.logs import DISCARD
 
 import cvm
-from cvm.chain.contracts import (
-    OracleConfig,
-    TxFailed,
-    call_struct,
-    deploy,
-    deploy_oracle,
-    register_model,
-    send,
-)
+from cvm.chain.contracts import OracleConfig, TxFailed, call_struct, deploy, deploy_oracle, register_model, send
 from cvm.chain.node import Status
 from cvm.chain.store import ModelStore
 
