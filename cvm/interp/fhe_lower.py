@@ -1,0 +1,270 @@
+"""Lowering of CVM nodes to concrete-python tracer operations, one rule per op (a side table).
+
+Every traced value is pinned to its proven interval (`pin`): the `PinBounds` graph processor then
+widens concrete's measured bounds to those intervals before bit widths are assigned, so the
+compiled circuit can hold every value the verifier proved possible, whatever the inputset reached.
+Table lookups are built by running the op's own `reference` function over the input domain.
+"""
+from __future__ import annotations
+
+import inspect
+from copy import deepcopy
+from dataclasses import dataclass
+
+import numpy as np
+from concrete import fhe
+from concrete.fhe.representation import Operation
+
+from ..ir import Graph
+from ..ops import OPSETS
+from ..ops.linear import _hull0, _weighted_bound
+from ..ops.base import Arg
+from ..verify import Analysis
+from .fhe_lookup import FHEUnsupported, LookupPlan, int_bits, plan_lookup
+
+PIN = "cvm_interval"
+LOOKUP_OPS = ("requant", "relu", "clip", "lut", "div")
+MONOTONE = {"requant": True, "relu": True, "clip": True, "lut": False, "div": True}
+
+
+def pin(t, lo: int, hi: int):
+    """Record the proven interval of a traced value (read back by PinBounds)."""
+    node = (t if t.last_version is None else t.last_version).computation
+    node.properties[PIN] = (int(lo), int(hi))
+    return t
+
+
+class PinBounds(fhe.GraphProcessor):
+    """Widen every encrypted value's measured bounds to its proven interval (before bit widths)."""
+
+    def apply(self, graph):
+        for node in graph.query_nodes(ordered=True):
+            if node.operation == Operation.Constant or not node.output.is_encrypted:
+                continue
+            if PIN not in node.properties:
+                raise FHEUnsupported("fhe.internal", f"traced value {node.label()} has no proven interval "
+                                                     f"(a lowering rule forgot to pin it)", node.tag or None)
+            lo, hi = node.properties[PIN]
+            mlo, mhi = (int(b) for b in node.bounds)
+            if mlo < lo or mhi > hi:
+                raise FHEUnsupported("fhe.internal", f"the inputset reached [{mlo}, {mhi}] outside the proven "
+                                                     f"interval [{lo}, {hi}] of {node.label()}", node.tag or None)
+            node.bounds = (np.int64(lo), np.int64(hi))
+            value = deepcopy(node.output)
+            value.dtype.update_to_represent(np.array([lo, hi], np.int64))
+            node.output = value
+            if node.operation == Operation.Input:
+                node.inputs[0] = value
+            for succ in graph.graph.successors(node):
+                for edge in graph.graph.get_edge_data(node, succ).values():
+                    succ.inputs[edge["input_idx"]] = value
+
+
+# ---------------------------------------------------------------- lookups
+
+
+def _profile(op: str, attrs: dict, consts: list[np.ndarray], shape: tuple) -> tuple:
+    """The smallest per-sample shape over which the lookup's per-element functions all appear."""
+    prof = [1] * len(shape)
+    if op == "requant" and consts[0].shape[0] > 1:
+        prof[attrs["axis"]] = shape[attrs["axis"]]
+    if op == "div":
+        d = consts[0]
+        for i in range(d.ndim):
+            prof[len(shape) - d.ndim + i] = shape[len(shape) - d.ndim + i] if d.shape[i] > 1 else 1
+    return tuple(prof)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """One lookup node: its reference function, constants and plan."""
+
+    op: str
+    attrs: dict
+    consts: tuple
+    profile: tuple
+    plan: LookupPlan
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        return OPSETS[1][self.op].reference(x, *self.consts, **self.attrs)
+
+    def on_domain(self, xs: np.ndarray) -> np.ndarray:
+        """xs: 1-D domain values -> (n, profile elements) outputs."""
+        x = np.broadcast_to(xs.reshape((-1,) + (1,) * len(self.profile)), (len(xs),) + self.profile)
+        return self.reference(np.ascontiguousarray(x)).reshape(len(xs), -1)
+
+    def table(self, v: np.ndarray) -> np.ndarray:
+        """The function concrete tabulates: table input (one sample) -> op output."""
+        x = self.plan.representative(v)
+        return self.reference(x[None])[0].astype(np.int64)
+
+
+def plan_node(graph: Graph, analysis: Analysis, index: int, budget: int):
+    """Check that node `index` can be lowered exactly; return its Lookup (for lookups) or None."""
+    node, attrs = graph.nodes[index], analysis.attrs[index]
+    where = node.output
+    if node.op not in RULES:
+        raise FHEUnsupported("fhe.op", f"op {node.op!r} has no FHE lowering", where)
+    infos = [analysis.tensors[n] for n in node.inputs]
+    consts = [graph.constants[n].astype(np.int64) for n in node.inputs if n in graph.constants]
+    x = infos[0]
+    if node.op == "div" and node.inputs[1] not in graph.constants:
+        d = infos[1]
+        bits = int_bits(x.lo, x.hi) + int_bits(d.lo, d.hi)
+        if bits > budget:
+            raise FHEUnsupported("fhe.lookup_bits", f"div of two activations is a two-input table of {bits} bits "
+                                                    f"> budget {budget}", where)
+        return None
+    if node.op in ("mul", "matmul") and all(n not in graph.constants for n in node.inputs):
+        a, b = infos
+        for lo, hi in ((a.lo + b.lo, a.hi + b.hi), (a.lo - b.hi, a.hi - b.lo)):
+            if int_bits(lo, hi) > budget:
+                raise FHEUnsupported("fhe.lookup_bits", f"{node.op} of two activations squares values in [{lo}, {hi}] "
+                                                        f"({int_bits(lo, hi)} bits > budget {budget})", where)
+        return None
+    if node.op in ("max", "max_pool2d") and int_bits(x.lo - x.hi, x.hi - x.lo) > budget:
+        raise FHEUnsupported("fhe.lookup_bits", f"{node.op} compares values in [{x.lo}, {x.hi}]: their differences "
+                                                f"need {int_bits(x.lo - x.hi, x.hi - x.lo)} bits > budget {budget}", where)
+    if node.op not in LOOKUP_OPS:
+        return None
+    profile = _profile(node.op, attrs, consts, x.shape)
+    probe = Lookup(node.op, attrs, tuple(consts), profile, LookupPlan(x.lo, x.hi, 0, 0, 0))
+    plan = plan_lookup(probe.on_domain, x.lo, x.hi, budget, monotone=MONOTONE[node.op], node=where,
+                       what=f"{node.op} lookup")
+    return Lookup(node.op, attrs, tuple(consts), profile, plan)
+
+
+# ---------------------------------------------------------------- rules: (ctx, node, attrs, args) -> tracer
+
+
+class Ctx:
+    def __init__(self, graph: Graph, analysis: Analysis, lookups: dict):
+        self.graph, self.analysis, self.lookups = graph, analysis, lookups
+
+    def interval(self, name: str) -> tuple[int, int]:
+        t = self.analysis.tensors[name]
+        return t.lo, t.hi
+
+
+def _lookup(ctx, node, attrs, args):
+    if node.op == "div" and node.inputs[1] not in ctx.graph.constants:
+        (xlo, xhi), (dlo, dhi) = ctx.interval(node.inputs[0]), ctx.interval(node.inputs[1])
+        div = OPSETS[1]["div"].reference
+        return fhe.multivariate(lambda x, d: div(np.clip(x, xlo, xhi), np.clip(d, dlo, dhi)))(args[0], args[1])
+    lk: Lookup = ctx.lookups[node.output]
+    v, plan = args[0], lk.plan
+    if plan.shift:
+        if plan.offset:
+            v = pin(v + plan.offset, plan.lo + plan.offset, plan.hi + plan.offset)
+        v = pin(fhe.round_bit_pattern(v, plan.shift, exactness=fhe.Exactness.EXACT), *plan.rounded)
+    return fhe.univariate(lk.table)(v)
+
+
+def _dense(ctx, node, attrs, args):
+    x, w = args[0], args[1]
+    lo, hi = _weighted_bound(w, _hull0(Arg((), *ctx.interval(node.inputs[0]))), None)
+    y = pin(x @ w.T, lo, hi)
+    return y + args[2] if len(args) == 3 else y
+
+
+def _canvas(shape, fill: int, x, where: tuple, x_interval: tuple[int, int]):
+    """A tensor of `fill` with x written at `where` (padding, since TFHE convolution has none)."""
+    c = pin(fhe.zeros(shape), 0, 0)
+    if fill:
+        c = pin(c + fill, fill, fill)
+    c[where] = x
+    return pin(c, min(fill, x_interval[0]), max(fill, x_interval[1]))
+
+
+def _padded4(x, name: str, ctx, pads, fill: int):
+    """One sample [C,H,W] -> [1,C,H',W'] padded with `fill`."""
+    lo, hi = ctx.interval(name)
+    c, h, w = ctx.analysis.tensors[name].shape
+    x4 = pin(x.reshape((1, c, h, w)), lo, hi)
+    pt, pl, pb, pr = pads
+    if not any(pads):
+        return x4
+    return _canvas((1, c, h + pt + pb, w + pl + pr), fill, x4, (slice(None), slice(None), slice(pt, pt + h),
+                                                                 slice(pl, pl + w)), (lo, hi))
+
+
+def _conv2d(ctx, node, attrs, args):
+    x4 = _padded4(args[0], node.inputs[0], ctx, attrs["pads"], 0)
+    y = fhe.conv(x4, args[1], args[2] if len(args) == 3 else None, pads=(0, 0, 0, 0), strides=attrs["strides"],
+                 dilations=attrs["dilations"], group=attrs["groups"])
+    return pin(y, *ctx.interval(node.output)).reshape(ctx.analysis.tensors[node.output].shape)
+
+
+def _max_pool2d(ctx, node, attrs, args):
+    lo, _ = ctx.interval(node.inputs[0])
+    x4 = _padded4(args[0], node.inputs[0], ctx, attrs["pads"], lo)
+    y = fhe.maxpool(x4, kernel_shape=attrs["kernel"], strides=attrs["strides"], dilations=attrs["dilations"])
+    return pin(y, *ctx.interval(node.output)).reshape(ctx.analysis.tensors[node.output].shape)
+
+
+def _encrypted(ctx, name: str, value):
+    """Constants enter concat as encrypted tensors (concrete joins encrypted values only)."""
+    if not isinstance(value, np.ndarray):
+        return value
+    return pin(pin(fhe.zeros(value.shape), 0, 0) + value, int(value.min()), int(value.max()))
+
+
+def _pad(ctx, node, attrs, args):
+    shape, pads = ctx.analysis.tensors[node.inputs[0]].shape, attrs["pads"]
+    r = len(shape)
+    out = tuple(d + pads[i] + pads[i + r] for i, d in enumerate(shape))
+    where = tuple(slice(pads[i], pads[i] + d) for i, d in enumerate(shape))
+    return _canvas(out, attrs["value"], args[0], where, ctx.interval(node.inputs[0]))
+
+
+RULES = {
+    "dense": _dense,
+    "conv2d": _conv2d,
+    "matmul": lambda ctx, node, attrs, args: args[0] @ args[1],
+    "add": lambda ctx, node, attrs, args: args[0] + args[1],
+    "sub": lambda ctx, node, attrs, args: args[0] - args[1],
+    "mul": lambda ctx, node, attrs, args: args[0] * args[1],
+    "requant": _lookup, "relu": _lookup, "clip": _lookup, "lut": _lookup, "div": _lookup,
+    "max_pool2d": _max_pool2d,
+    "sum": lambda ctx, node, attrs, args: np.sum(args[0], axis=attrs["axes"], keepdims=bool(attrs["keepdims"])),
+    "max": lambda ctx, node, attrs, args: np.max(args[0], axis=attrs["axes"], keepdims=bool(attrs["keepdims"])),
+    "reshape": lambda ctx, node, attrs, args: args[0].reshape(tuple(attrs["shape"])),
+    "flatten": lambda ctx, node, attrs, args: args[0].reshape((int(np.prod(ctx.analysis.tensors[node.output].shape)),)),
+    "transpose": lambda ctx, node, attrs, args: np.transpose(args[0], axes=attrs["perm"]),
+    "concat": lambda ctx, node, attrs, args: np.concatenate(
+        tuple(_encrypted(ctx, n, a) for n, a in zip(node.inputs, args)), axis=attrs["axis"]),
+    "pad": _pad,
+    "slice": lambda ctx, node, attrs, args: args[0][tuple(map(slice, attrs["starts"], attrs["ends"], attrs["steps"]))],
+}
+
+
+def plan_graph(graph: Graph, analysis: Analysis, budget: int) -> dict[str, Lookup]:
+    """Check every node before tracing; the lookups' plans, keyed by node output."""
+    lookups = {}
+    for i, node in enumerate(graph.nodes):
+        lk = plan_node(graph, analysis, i, budget)
+        if lk is not None:
+            lookups[node.output] = lk
+    return lookups
+
+
+def make_function(graph: Graph, analysis: Analysis, lookups: dict):
+    """The function concrete traces: one positional parameter per graph input, one sample each."""
+    ctx = Ctx(graph, analysis, lookups)
+    consts = {name: v.astype(np.int64) for name, v in graph.constants.items()}
+
+    def function(**inputs):  # concrete passes x0, x1, ... by name
+        env = {}
+        for i, spec in enumerate(graph.inputs):
+            env[spec.name] = pin(inputs[f"x{i}"], *ctx.interval(spec.name))
+        for node, attrs in zip(graph.nodes, analysis.attrs):
+            args = [env[n] if n in env else consts[n] for n in node.inputs]
+            with fhe.tag(node.output):
+                env[node.output] = pin(RULES[node.op](ctx, node, attrs, args), *ctx.interval(node.output))
+        outs = tuple(env[n] for n in graph.outputs)
+        return outs if len(outs) > 1 else outs[0]
+
+    params = [inspect.Parameter(f"x{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD) for i in range(len(graph.inputs))]
+    function.__signature__ = inspect.Signature(params)
+    function.__name__ = "cvm_model"
+    return function
