@@ -153,7 +153,7 @@ def platform_info(label: str | None = None) -> dict:
         from importlib.metadata import version
         keccak = f"eth-hash {version('eth-hash')}"
     except Exception:
-        keccak = "eth_hash shim (Crypto.Hash.keccak)"
+        keccak = f"eth_hash shim ({'Cryptodome' if 'Cryptodome' in sys.modules else 'Crypto'}.Hash.keccak)"
     os_name = platform.system()
     try:
         for line in Path("/etc/os-release").read_text().splitlines():

@@ -65,7 +65,7 @@ ensure_binfmt() {  # let the kernel run aarch64 binaries through qemu-aarch64-st
 mounted() { grep -q " $1 " /proc/self/mounts; }
 
 cleanup() {
-  for m in "$ROOT/proc" "$ROOT/cvm-src"; do
+  for m in "$ROOT/proc" "$ROOT/sys" "$ROOT/cvm-src"; do
     if mounted "$m"; then umount "$m" || umount -l "$m"; fi
   done
 }
