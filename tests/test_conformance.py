@@ -38,9 +38,9 @@ def test_every_op_of_opset1_has_cases():
 
 def test_every_fixture_model_with_an_input_is_a_case():
     models = {c["name"] for c in MANIFEST["cases"] if c["kind"] == "model"}
-    fixtures = {f"model.{p.stem}" for p in (ROOT / "fixtures" / "cvm").glob("*.cvm")
+    fixtures = {f"model.{p.stem}" for d in ("cvm", "models") for p in (ROOT / "fixtures" / d).glob("*.cvm")
                 if p.with_name(p.stem + "_input.npy").exists()}
-    assert "model.tiny_cnn" in fixtures and models == fixtures
+    assert {"model.tiny_cnn", "model.mnist_cnn"} <= fixtures and models == fixtures
 
 
 def test_inputs_reach_the_bounds_of_their_bits():
