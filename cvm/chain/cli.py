@@ -6,6 +6,7 @@ The handlers import the chain modules when they run, so `cvm --help` stays fast.
 from __future__ import annotations
 
 import argparse
+import sys
 import logging
 
 
@@ -14,7 +15,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     from cvm.chain.demo import run_demo
 
-    return run_demo(model_path=args.model, data_path=args.data, index=args.index, backend=args.backend)
+    try:
+        return run_demo(model_path=args.model, data_path=args.data, index=args.index, backend=args.backend)
+    except Exception as e:  # a failed step: say which, clearly; -v shows the traceback
+        if args.verbose:
+            raise
+        print(f"demo: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
 
 
 def cmd_node(args: argparse.Namespace) -> int:

@@ -112,14 +112,22 @@ def run_demo(model_path: str | None = None, data_path: str | None = None, index:
             op.step()
         if call_struct(oracle.functions.getRequest(request_id))["status"] != Status.PENDING:
             break
+    oracle_steps = []  # in chain order, so the table reads as the protocol ran
     for i, op in enumerate(operators):
         job = op.job(request_id)
         for what, tx in (("commit", job and job.commit_tx), ("reveal", job and job.reveal_tx)):
             if tx:
                 receipt = w3.eth.get_transaction_receipt(tx)
                 final = what == "reveal" and oracle.events.Finalized().process_receipt(receipt, errors=DISCARD)
-                gas.append([f"{what} (operator {i + 1})", receipt["gasUsed"],
-                            "finalise + callback" if final else ""])
+                oracle_steps.append(((receipt["blockNumber"], receipt["transactionIndex"]),
+                                     [f"{what} (operator {i + 1})", receipt["gasUsed"], "finalise + callback" if final else ""]))
+    oracle_steps.sort(key=lambda s: s[0])
+    seen_final = False
+    for _, row in oracle_steps:
+        if row[0].startswith("reveal") and seen_final and not row[2]:
+            row[2] = "after finalisation"
+        seen_final = seen_final or row[2] == "finalise + callback"
+        gas.append(row)
     req = call_struct(oracle.functions.getRequest(request_id))
     played = game.events.GamePlayed().get_logs(from_block=0)
     async_pred = played[0]["args"]["predicted"] if played else None
