@@ -50,7 +50,10 @@ need_pkg() {  # need_pkg COMMAND PACKAGE...
   command -v "$1" >/dev/null 2>&1 && return 0
   shift
   echo "== installing $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null 2>&1; then
+    apt-get update -q >/dev/null  # a fresh machine has no package lists yet
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null
+  fi
 }
 
 ensure_binfmt() {  # let the kernel run aarch64 binaries through qemu-aarch64-static
