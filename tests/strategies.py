@@ -110,19 +110,32 @@ def source(draw, b: cvm.GraphBuilder, sample_shape, bits: int, name: str = "x") 
 
 # ------------------------------------------------------------------ output steps (after a MAC)
 
-def output_chain(draw, b: cvm.GraphBuilder, y: str, channels: int, channel_axis: int, acc_bits: int):
-    """requant (per tensor or per channel) and/or relu/clip after y; sometimes y stays an output too."""
+def output_chain(draw, b: cvm.GraphBuilder, y: str, out_shape, channel_axis: int, acc_bits: int):
+    """What may follow a MAC (and be fused into its output step): requant (per tensor or per channel)
+    and/or relu/clip, sometimes then a residual add of another activation with its own requant and
+    relu/clip; sometimes an intermediate stays a graph output too (which prevents fusing it)."""
     outputs = []
+    channels = out_shape[channel_axis]
     if draw(st.integers(0, 5)) == 0:
-        outputs.append(y)  # an intermediate that is also read elsewhere cannot be fused away
-    kind = draw(st.sampled_from(["requant", "requant", "requant_relu", "requant_clip", "relu", "clip", "none"]))
-    if kind.startswith("requant"):
+        outputs.append(y)
+    kind = draw(st.sampled_from(["requant", "requant", "requant_relu", "requant_clip", "relu", "clip", "none",
+                                 "residual", "residual"]))
+    if kind.startswith("requant") or kind == "residual":
         y = requant(draw, b, y, channels, channel_axis, acc_bits)
     if kind.endswith("relu"):
         y = b.op("relu", y)
     if kind.endswith("clip"):
         lo = draw(st.integers(-200, 100))
         y = b.op("clip", y, lo=lo, hi=lo + draw(st.integers(0, 300)))
+    if kind == "residual":
+        if draw(st.integers(0, 5)) == 0:
+            outputs.append(y)
+        r = source(draw, b, out_shape, draw(st.sampled_from([8, 8, 12, 16])), name="r")
+        y = b.op("add", *((y, r) if draw(st.booleans()) else (r, y)))
+        if draw(st.booleans()):
+            y = requant(draw, b, y, channels, channel_axis, 17)
+        if draw(st.booleans()):
+            y = b.op("relu", y)
     if y not in outputs:
         outputs.append(y)
     return outputs
@@ -141,7 +154,8 @@ def mac_weights(draw, shape_, k: int, xbits: int, with_bias: bool):
     """Weights (and bias) small enough that bias + k * max|w| * max|x| fits int32."""
     xmax = max(1, bits_max(xbits))
     bias_max = draw(st.sampled_from([0, 127, 1 << 15, 1 << 24])) if with_bias else 0
-    wlim = min(bits_max(const_bits(draw, 2, 16)), max(1, (I32 - bias_max) // (k * xmax)))
+    wbits = draw(st.sampled_from([2, 4, 7, 8, 8, 8, 8, 12, 16]))
+    wlim = min(bits_max(wbits), max(1, (I32 - bias_max) // (k * xmax)))
     w = values(draw, shape_, -wlim, wlim)
     bias = values(draw, (shape_[0],), -bias_max, bias_max) if with_bias else None
     return w, bias
@@ -166,7 +180,9 @@ def conv2d_case(draw) -> Case:
     wt, bias = mac_weights(draw, (groups * og, cg, kh, kw), cg * kh * kw, xbits, draw(st.booleans()))
     args = [x, b.const(wt)] + ([b.const(bias)] if bias is not None else [])
     y = b.op("conv2d", *args, strides=(sh, sw), dilations=(dh, dw), pads=pads, groups=groups)
-    return finish(draw, b, output_chain(draw, b, y, groups * og, 0, xbits + 12))
+    oh = (h + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+    return finish(draw, b, output_chain(draw, b, y, (groups * og, oh, ow), 0, xbits + 12))
 
 
 @st.composite
@@ -179,7 +195,7 @@ def dense_case(draw) -> Case:
     x = source(draw, b, lead + (k,), xbits)
     wt, bias = mac_weights(draw, (o, k), k, xbits, draw(st.booleans()))
     y = b.op("dense", x, b.const(wt), *([b.const(bias)] if bias is not None else []))
-    return finish(draw, b, output_chain(draw, b, y, o, len(lead), xbits + 12))
+    return finish(draw, b, output_chain(draw, b, y, lead + (o,), len(lead), xbits + 12))
 
 
 @st.composite

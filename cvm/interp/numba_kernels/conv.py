@@ -6,7 +6,8 @@ step applies bias, requantization and the folded relu/clip before storing. Paral
 output rows (never the summed axis) into chunks.
 
 geo (int64): kh, kw, sh, sw, dh, dw, pt, pl, groups, cg, og, k, oh, ow  (k = kh*kw*cg is the summed length)
-Output step: y = clip(floor((acc*mult[n] + rnd) / 2^shift), lo, hi) (mult 1, shift 0 when unfused).
+The output step (out_rows) is plan.OutputStep: requant, relu/clip, and a residual add with its own
+requant and relu/clip, when the planner fused them.
 """
 from __future__ import annotations
 
@@ -50,15 +51,30 @@ def pack_rows(x, geo, g, r0, nrows, buf, offset):
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def out_step(acc, mult, rnd, shift, lo, hi):
-    v = (np.int64(acc) * mult + rnd) >> shift
-    return min(max(v, lo), hi)
+def out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
+    """The output step (plan.OutputStep) for out[r0 + r, c0 + n] from the accumulators s[r, n],
+    r < nrows, n < len(mult). ost: rnd, shift, lo, hi, has_residual, rnd2, shift2, lo2, hi2;
+    res: the residual, shaped like out (unused without one)."""
+    og = mult.shape[0]
+    rnd, shift, lo, hi = ost[0], ost[1], ost[2], ost[3]
+    if ost[4] == 0:
+        for r in range(nrows):
+            srow, orow = s[r], out[r0 + r, c0:c0 + og]
+            for n in range(og):
+                orow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
+        return
+    rnd2, shift2, lo2, hi2 = ost[5], ost[6], ost[7], ost[8]
+    for r in range(nrows):
+        srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[r0 + r, c0:c0 + og]
+        for n in range(og):
+            v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + rrow[n]
+            orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _gemm_i32(a, nrows, w, bias, mult, rnd, shift, lo, hi, out, row0, col0):
-    """out[row0 + m, col0 + n] = out_step(bias[n] + sum_k a[m, k] * w[n, k]) in int32 (the planner
-    proved every partial sum, in any order, fits int32)."""
+def _gemm_i32(a, nrows, w, bias, s):
+    """s[m, n] = bias[n] + sum_k a[m, k] * w[n, k] in int32 (the planner proved every partial sum,
+    in any order, fits int32)."""
     n_out, kp = w.shape
     for m in range(0, nrows - 1, 2):
         a0, a1 = a[m], a[m + 1]
@@ -72,18 +88,15 @@ def _gemm_i32(a, nrows, w, bias, mult, rnd, shift, lo, hi, out, row0, col0):
                 c01 = np.int32(c01 + x0 * y1)
                 c10 = np.int32(c10 + x1 * y0)
                 c11 = np.int32(c11 + x1 * y1)
-            out[row0 + m, col0 + n] = out_step(c00, mult[n], rnd, shift, lo, hi)
-            out[row0 + m, col0 + n + 1] = out_step(c01, mult[n + 1], rnd, shift, lo, hi)
-            out[row0 + m + 1, col0 + n] = out_step(c10, mult[n], rnd, shift, lo, hi)
-            out[row0 + m + 1, col0 + n + 1] = out_step(c11, mult[n + 1], rnd, shift, lo, hi)
+            s[m, n], s[m, n + 1], s[m + 1, n], s[m + 1, n + 1] = c00, c01, c10, c11
         if n_out % 2:
             n = n_out - 1
-            out[row0 + m, col0 + n] = out_step(_dot_i32(a0, w[n], bias[n]), mult[n], rnd, shift, lo, hi)
-            out[row0 + m + 1, col0 + n] = out_step(_dot_i32(a1, w[n], bias[n]), mult[n], rnd, shift, lo, hi)
+            s[m, n] = _dot_i32(a0, w[n], bias[n])
+            s[m + 1, n] = _dot_i32(a1, w[n], bias[n])
     if nrows % 2:
         m = nrows - 1
         for n in range(n_out):
-            out[row0 + m, col0 + n] = out_step(_dot_i32(a[m], w[n], bias[n]), mult[n], rnd, shift, lo, hi)
+            s[m, n] = _dot_i32(a[m], w[n], bias[n])
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -95,29 +108,32 @@ def _dot_i32(a, w, acc0):
 
 
 @njit(cache=True, nogil=True)
-def conv_i32(x, w, bias, mult, rnd, shift, lo, hi, out, geo, b0, b1):
+def conv_i32(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
     """Output row blocks b0..b1 (of BLOCK_ROWS pixels). x: (N, H, W, C) int8/16/32; w: (groups, og, k)
-    int16/int32 rows; bias int32 and mult int64: (groups, og); out: (N*OH*OW, groups*og), rows are
-    output pixels (channels-last)."""
+    int16/int32 rows; bias int32, mult and mult2 int64: (groups, og); out: (N*OH*OW, groups*og), rows
+    are output pixels (channels-last)."""
     rows = out.shape[0]
     groups, og = geo[8], geo[10]
     buf = np.empty((BLOCK_ROWS, w.shape[2]), w.dtype)
+    s = np.empty((BLOCK_ROWS, og), np.int32)
     for blk in range(b0, b1):
         r0 = blk * BLOCK_ROWS
         nrows = min(BLOCK_ROWS, rows - r0)
         for g in range(groups):
             pack_rows(x, geo, g, r0, nrows, buf, 0)
-            _gemm_i32(buf, nrows, w[g], bias[g], mult[g], rnd, shift, lo, hi, out, r0, g * og)
+            _gemm_i32(buf, nrows, w[g], bias[g], s)
+            out_rows(s, nrows, out, r0, g * og, mult[g], mult2[g], ost, res)
 
 
 @njit(cache=True, nogil=True)
-def conv_i64(x, w, bias, mult, rnd, shift, lo, hi, out, geo, b0, b1):
+def conv_i64(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
     """Direct convolution with int64 accumulation: the fallback when int32 is not proven safe.
-    w: (groups, og, kh, kw, cg) int64; bias, mult: (groups, og) int64; out as in conv_i32."""
+    w: (groups, og, kh, kw, cg) int64; bias, mult, mult2: (groups, og) int64; out as in conv_i32."""
     kh, kw, sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     groups, cg, og = geo[8], geo[9], geo[10]
     oh, ow = geo[12], geo[13]
     _, h, wd, _ = x.shape
+    s = np.empty((1, og), np.int64)
     for p in range(b0 * BLOCK_ROWS, min(b1 * BLOCK_ROWS, out.shape[0])):
         n, rest = p // (oh * ow), p % (oh * ow)
         i, j = rest // ow, rest % ow
@@ -134,4 +150,5 @@ def conv_i64(x, w, bias, mult, rnd, shift, lo, hi, out, geo, b0, b1):
                             continue
                         for c in range(cg):
                             acc += np.int64(x[n, y, z, g * cg + c]) * w[g, o, u, v, c]
-                out[p, g * og + o] = out_step(acc, mult[g, o], rnd, shift, lo, hi)
+                s[0, o] = acc
+            out_rows(s, 1, out, p, g * og, mult[g], mult2[g], ost, res)

@@ -2,6 +2,7 @@
 
 Requant: y = clip(floor((x*m + r) / 2^s), lo, hi) with r = 2^(s-1) (0 when s = 0), in int64 (the
 verifier proved |x|*max(m) + r fits int64); `>>` on signed ints is floor division by 2^s.
+Loops index views with their own loop counter only, so that LLVM vectorizes them.
 """
 from __future__ import annotations
 
@@ -9,29 +10,58 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def requant(x, mult, inner, rnd, shift, lo, hi, out):
     """x, out: flat views of (outer, C, inner) arrays; mult: int64[C] (C = 1 for per tensor)."""
     c = mult.shape[0]
+    if c == 1:
+        m = mult[0]
+        for i in range(x.shape[0]):
+            out[i] = min(max((np.int64(x[i]) * m + rnd) >> shift, lo), hi)
+        return
     outer = x.shape[0] // (c * inner)
-    i = 0
-    for _ in range(outer):
-        for ch in range(c):
-            m = mult[ch]
-            for _ in range(inner):
-                v = (np.int64(x[i]) * m + rnd) >> shift
-                out[i] = min(max(v, lo), hi)
-                i += 1
+    if inner == 1:
+        for r in range(outer):
+            xr, orow = x[r * c:(r + 1) * c], out[r * c:(r + 1) * c]
+            for j in range(c):
+                orow[j] = min(max((np.int64(xr[j]) * mult[j] + rnd) >> shift, lo), hi)
+        return
+    for r in range(outer * c):
+        m = mult[r % c]
+        xr, orow = x[r * inner:(r + 1) * inner], out[r * inner:(r + 1) * inner]
+        for j in range(inner):
+            orow[j] = min(max((np.int64(xr[j]) * m + rnd) >> shift, lo), hi)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def clamp(x, lo, hi, out):
     for i in range(x.shape[0]):
         out[i] = min(max(np.int64(x[i]), lo), hi)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lut(x, table, offset, out):
     for i in range(x.shape[0]):
         out[i] = table[np.int64(x[i]) - offset]
 
+
+@njit(cache=True, nogil=True)
+def reduce_mid(x, is_max, out):
+    """out[o, i] = sum (or max) over m of x[o, m, i], in int64. x: (outer, mid, inner); out: (outer, inner)."""
+    outer, mid, inner = x.shape
+    acc = np.empty(inner, np.int64)
+    for o in range(outer):
+        first = x[o, 0]
+        for i in range(inner):
+            acc[i] = first[i]
+        for m in range(1, mid):
+            row = x[o, m]
+            if is_max:
+                for i in range(inner):
+                    acc[i] = max(acc[i], np.int64(row[i]))
+            else:
+                for i in range(inner):
+                    acc[i] += row[i]
+        orow = out[o]
+        for i in range(inner):
+            orow[i] = acc[i]

@@ -14,7 +14,9 @@ from .layout import FLAT, NHWC, Value
 from .plan import Planner
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-PAR_MIN_MACS = 1 << 22  # per thread: below this, handing work to a thread costs more than it saves
+PAR_MIN_MACS = 1 << 24  # per thread: below this, handing work to a thread costs more than it saves
+PAR_MIN_BYTES = 1 << 20  # the same for the uint8 conversion of a VNNI input
+NO_RESIDUAL = np.zeros((1, 1), np.int16)  # passed when the output step has no residual add
 
 
 def partial_sums_fit_int32(rows: np.ndarray, xlo: int, xhi: int, start: np.ndarray) -> bool:
@@ -37,11 +39,11 @@ def choose_path(rows: np.ndarray, bias: np.ndarray, x: Value, isa: str) -> str:
     return "i64"
 
 
-def _gemm_step(p: Planner, index: int, x_name: str, x4shape, w: np.ndarray, bias, geo: list, channel_axis: int,
+def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: dict, channel_axis: int,
                out_layout: str, label: str):
-    """w: (groups, og, kh, kw, cg) in the kernels' K order (u, v, c); x4shape(batch) is the stored
-    input seen as (N, H, W, C); geo: kh, kw, sh, sw, dh, dw, pt, pl (conv.py adds the rest)."""
-    node = p.graph.nodes[index]
+    """w: (groups, og, kh, kw, cg) in the kernels' K order (u, v, c); geom: the stored input seen as
+    (N, h, w, c), and kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow."""
+    gm = geom
     g, og, kh, kw, cg = w.shape
     k = kh * kw * cg
     x = p.values[x_name]
@@ -50,40 +52,57 @@ def _gemm_step(p: Planner, index: int, x_name: str, x4shape, w: np.ndarray, bias
     path = choose_path(rows, bias, x, p.isa)
     ostep = p.output_step(index, channel_axis)
     out_value = p.spec_value(ostep.output, out_layout)
-    info = p.analysis.tensors[ostep.output]
-    lo, hi = max(ostep.lo, info.lo), min(ostep.hi, info.hi)  # proven anyway: keeps the bounds in int64
-    mult = ostep.mult.reshape(g, og)
+    tail = (ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params())
+    x4shape = (gm["h"], gm["w"], gm["c"])
     if path == "vnni":
         from . import vnni
-        kp = (k + 3) // 4 * 4
-        nv = (og + 15) // 16
-        weights = vnni.pack_weights(w.reshape(g, og, k), kp)
+        hp, wp = gm["h"] + gm["pt"] + gm["pb"], gm["w"] + gm["pl"] + gm["pr"]
+        geo = vnni.geometry(kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], g, cg, og, gm["oh"], gm["ow"], hp, wp)
+        xp_shape = (hp, wp, int(geo[13]))
+        nv = vnni.panels(og)
         b = np.zeros((g, nv * 16), np.int64)
         b[:, :og] = (bias - 128 * rows.sum(axis=1)).reshape(g, og)
-        args = (weights, b.astype(np.int32), mult)
-        kern = vnni.conv_vnni
-    elif path == "i32":
-        wide = x.dtype.itemsize > 2 or rows.min() < -32768 or rows.max() > 32767
-        weights = w.reshape(g, og, k).astype(np.int32 if wide else np.int16)
-        args = (weights, bias.reshape(g, og).astype(np.int32), mult)
-        kern = conv.conv_i32
+        args = (vnni.pack_weights(w, int(geo[7])), b.astype(np.int32), *tail)
+        block_rows, kern = vnni.BLOCK_ROWS, vnni.conv_vnni
+        min_pad_rows = -(-PAR_MIN_BYTES // (wp * int(geo[13])))
+
+        def first(x4):
+            xp = np.empty((x4.shape[0],) + xp_shape, np.uint8)
+            xg, xpg = x4.reshape(x4.shape[:2] + (-1, cg)), xp.reshape(xp.shape[:2] + (-1, xp_shape[2] // g))
+            return xp, [p.pool.call(vnni.to_padded_u8, (xg, xpg, gm["pt"], gm["pl"] * g), x4.shape[0] * hp,
+                                    min_pad_rows)]
     else:
-        args = (w.astype(np.int64), bias.reshape(g, og), mult)
-        kern = conv.conv_i64
-    out_shape = p.analysis.tensors[node.output].shape
-    oh, ow = (out_shape[1], out_shape[2]) if node.op == "conv2d" else (1, 1)
-    geo = np.array(geo + [g, cg, og, k, oh, ow], np.int64)
-    tail = (ostep.rnd, ostep.shift, lo, hi)
-    min_blocks = -(-PAR_MIN_MACS // (conv.BLOCK_ROWS * g * og * k))
+        geo = np.array([kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], gm["pt"], gm["pl"], g, cg, og, k,
+                        gm["oh"], gm["ow"]], np.int64)
+        if path == "i32":
+            wide = x.dtype.itemsize > 2 or rows.min() < -32768 or rows.max() > 32767
+            weights = w.reshape(g, og, k).astype(np.int32 if wide else np.int16)
+            args = (weights, bias.reshape(g, og).astype(np.int32), *tail)
+            kern = conv.conv_i32
+        else:
+            args = (w.astype(np.int64), bias.reshape(g, og), *tail)
+            kern = conv.conv_i64
+        block_rows = conv.BLOCK_ROWS
 
-    def bind(ins, out):
-        x4 = ins[0].reshape(x4shape(ins[0].shape[0]))
-        out2 = out.reshape(-1, g * og)
-        blocks = (out2.shape[0] + conv.BLOCK_ROWS - 1) // conv.BLOCK_ROWS
-        return [p.pool.call(kern, (x4, *args, *tail, out2, geo), blocks, min_blocks)]
+        def first(x4):
+            return x4, []
+    min_blocks = -(-PAR_MIN_MACS // (block_rows * g * og * k))
+    fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
+    label = f"{label}[{path}]" + ("+" + fused if fused else "")
 
-    p.add(f"{label}[{path}]" + ("+" + "+".join(p.graph.nodes[j].op for j in ostep.nodes) if ostep.nodes else ""),
-          [x_name], ostep.output, out_value, bind)
+    def emit():
+        inputs = [x_name]
+        if ostep.residual is not None:
+            inputs.append(p.in_layout(ostep.residual, out_layout))
+
+        def bind(ins, out):
+            src, calls = first(ins[0].reshape((-1,) + x4shape))
+            out2 = out.reshape(-1, g * og)
+            res = ins[1].reshape(out2.shape) if len(ins) > 1 else NO_RESIDUAL
+            blocks = -(-out2.shape[0] // block_rows)
+            return calls + [p.pool.call(kern, (src, *args, res, out2, geo), blocks, min_blocks)]
+        p.add(label, inputs, ostep.output, out_value, bind)
+    p.at(max((index,) + ostep.nodes), emit)
     return ostep.nodes
 
 
@@ -93,11 +112,12 @@ def lower_conv(p: Planner, index, node, attrs):
     bias = p.const(node.inputs[2]) if len(node.inputs) == 3 else None
     o, cg, kh, kw = w.shape
     g = attrs["groups"]
-    wk = w.reshape(g, o // g, cg, kh, kw).transpose(0, 1, 3, 4, 2)
-    (sh, sw), (dh, dw), (pt, pl, _, _) = attrs["strides"], attrs["dilations"], attrs["pads"]
+    wk = np.ascontiguousarray(w.reshape(g, o // g, cg, kh, kw).transpose(0, 1, 3, 4, 2))
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs["strides"], attrs["dilations"], attrs["pads"]
     c, h, wd = p.values[x_name].shape
-    return _gemm_step(p, index, x_name, lambda n: (n, h, wd, c), np.ascontiguousarray(wk), bias,
-                      [kh, kw, sh, sw, dh, dw, pt, pl], 0, NHWC, "conv2d")
+    _, oh, ow = p.analysis.tensors[node.output].shape
+    geom = dict(h=h, w=wd, c=c, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, pb=pb, pr=pr, oh=oh, ow=ow)
+    return _gemm_step(p, index, x_name, wk, bias, geom, 0, NHWC, "conv2d")
 
 
 def lower_dense(p: Planner, index, node, attrs):
@@ -112,5 +132,5 @@ def lower_dense(p: Planner, index, node, attrs):
     if x.layout == FLAT:
         c, h, wd = x.chw
         w = w.reshape(o, c, h, wd).transpose(0, 2, 3, 1).reshape(o, k)
-    return _gemm_step(p, index, x_name, lambda n: (-1, 1, 1, k), w.reshape(1, o, 1, 1, k), bias,
-                      [1, 1, 1, 1, 1, 1, 0, 0], len(x.shape) - 1, "c", "dense")
+    geom = dict(h=1, w=1, c=k, kh=1, kw=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0, pb=0, pr=0, oh=1, ow=1)
+    return _gemm_step(p, index, x_name, w.reshape(1, o, 1, 1, k), bias, geom, len(x.shape) - 1, "c", "dense")

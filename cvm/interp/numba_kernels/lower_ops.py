@@ -116,16 +116,38 @@ def lower_max_pool(p: Planner, index, node, attrs):
 
 
 def lower_reduce(p: Planner, index, node, attrs):
+    """sum/max. On a channels-last tensor it reduces the stored array, keeping that layout when the
+    remaining axes allow it (global pooling needs no transpose); reduced axes that are adjacent in
+    the stored array go to a compiled kernel, any others to numpy."""
     x_name = p.viewable(node.inputs[0])
     x = p.values[x_name]
-    axes, keep = tuple(a + 1 for a in attrs["axes"]), bool(attrs["keepdims"])
-    method = np.sum if node.op == "sum" else np.max
-    kwargs = dict(axis=axes, keepdims=keep, **({"dtype": np.int64} if node.op == "sum" else {}))
+    axes, keep = attrs["axes"], bool(attrs["keepdims"])
+    out_value = p.spec_value(node.output)
+    shape, stored = x.shape, x.layout != NHWC
+    if x.layout == NHWC:
+        rest = [_NHWC_AXIS[a] for a in range(3) if a not in axes]
+        if keep or rest == sorted(rest):
+            axes, shape, stored = [_NHWC_AXIS[a] for a in axes], x.stored, True
+            out_value = out_value.with_layout(NHWC) if keep else out_value
+    axes = sorted(axes)
+    is_max = node.op == "max"
+    if stored and axes[-1] - axes[0] + 1 == len(axes):
+        outer = int(np.prod(shape[:axes[0]], dtype=np.int64))
+        mid = int(np.prod(shape[axes[0]:axes[-1] + 1], dtype=np.int64))
 
-    def run(src, out):
-        np.copyto(out, method(src, **kwargs))
-    p.add(node.op, [x_name], node.output, p.spec_value(node.output),
-          lambda ins, out: [(run, (canonical(ins[0], x), out))])
+        def bind(ins, out):
+            n = ins[0].shape[0] * outer
+            return [(elementwise.reduce_mid, (ins[0].reshape(n, mid, -1), is_max, out.reshape(n, -1)))]
+    else:
+        method, extra = (np.max, {}) if is_max else (np.sum, {"dtype": np.int64})
+        kwargs = dict(axis=tuple(a + 1 for a in axes), keepdims=keep, **extra)
+
+        def run(src, out):
+            np.copyto(out, method(src, **kwargs))
+
+        def bind(ins, out):
+            return [(run, (ins[0] if stored else canonical(ins[0], x), out))]
+    p.add(node.op, [x_name], node.output, out_value, bind)
 
 
 def lower_reshape(p: Planner, index, node, attrs):

@@ -37,17 +37,25 @@ class Step:
 
 @dataclass(frozen=True)
 class OutputStep:
-    """y = clip(floor((acc*mult[o] + rnd) / 2^shift), lo, hi): requant, relu and clip folded."""
+    """What a multiply-accumulate kernel does with each accumulator before storing it:
+    y = clip(floor((acc*mult[o] + rnd) / 2^shift), lo, hi)            (requant, relu, clip folded)
+    and with a residual tensor r (an add after that):
+    y = clip(floor(((y + r)*mult2[o] + rnd2) / 2^shift2), lo2, hi2)   (the add's requant, relu, clip)."""
     mult: np.ndarray  # int64, one per output channel
     shift: int
     lo: int
     hi: int
+    residual: str | None
+    mult2: np.ndarray
+    shift2: int
+    lo2: int
+    hi2: int
     output: str  # the last fused node's output
     nodes: tuple[int, ...]  # indices of the fused nodes
 
-    @property
-    def rnd(self) -> int:
-        return (1 << self.shift) >> 1
+    def params(self) -> np.ndarray:
+        return np.array([(1 << self.shift) >> 1, self.shift, self.lo, self.hi, self.residual is not None,
+                         (1 << self.shift2) >> 1, self.shift2, self.lo2, self.hi2], np.int64)
 
 
 def fold_clamp(lo: int, hi: int, lo2: int, hi2: int) -> tuple[int, int]:
@@ -61,6 +69,8 @@ class Planner:
         self.values: dict[str, Value] = {}
         self.steps: list[Step] = []
         self._converted: dict[tuple[str, str], str] = {}
+        self.deferred: dict[int, list] = {}  # node index -> lowerings to run once that node is reached
+        self.claimed: set[int] = set()  # nodes a fused chain computes
         self.uses = Counter(n for node in graph.nodes for n in node.inputs) + Counter(graph.outputs)
         self.consumers = {}
         for i, node in enumerate(graph.nodes):
@@ -82,6 +92,11 @@ class Planner:
         self.steps.append(Step(label, tuple(inputs), output, value, bind, view))
         self.values[output] = value
         return output
+
+    def at(self, index: int, emit) -> None:
+        """Run emit() (which adds steps) when the planner reaches node `index` (a fused chain runs
+        where its last node was, once every tensor it reads exists)."""
+        self.deferred.setdefault(index, []).append(emit)
 
     def in_layout(self, name: str, layout: str) -> str:
         """The name of a tensor holding `name` stored in `layout` (a conversion step is added once)."""
@@ -116,32 +131,41 @@ class Planner:
     # ------------------------------------------------------------ fusion
 
     def output_step(self, index: int, channel_axis: int) -> OutputStep:
-        """The requant -> relu/clip chain after MAC node `index` that can run in its output step."""
+        """The chain after MAC node `index` that its output step can compute: [requant] [relu|clip]*
+        [add(residual of the same shape) [requant] [relu|clip]*], while each tensor has no other reader."""
         nodes, attrs = self.graph.nodes, self.analysis.attrs
-        node = nodes[index]
-        info = self.analysis.tensors[node.output]
+        info = self.analysis.tensors[nodes[index].output]
         n_out = info.shape[channel_axis]
-        mult, shift, lo, hi = np.ones(n_out, np.int64), 0, -BIG, BIG
-        name, fused = node.output, []
+        stages = [[np.ones(n_out, np.int64), 0, -BIG, BIG, False], [np.ones(n_out, np.int64), 0, -BIG, BIG, False]]
+        stage, residual = 0, None
+        name, fused = nodes[index].output, []
         while self.uses[name] == 1 and name not in self.graph.outputs and name in self.consumers:
             j = self.consumers[name][0]
-            nxt, a = nodes[j], attrs[j]
-            if nxt.op == "requant" and not fused and nxt.inputs[0] == name:
+            if j in self.claimed:
+                break
+            nxt, a, st = nodes[j], attrs[j], stages[stage]
+            if nxt.op == "requant" and not st[4] and st[2] == -BIG and st[3] == BIG:
                 m = self.const(nxt.inputs[1]).astype(np.int64)
                 if m.shape[0] != 1 and a["axis"] != channel_axis:
                     break
-                mult = np.broadcast_to(m, (n_out,)).copy()
-                shift, lim = a["shift"], bits_max(a["bits"])
-                lo, hi = -lim, lim
+                lim = bits_max(a["bits"])
+                st[:] = [np.broadcast_to(m, (n_out,)).copy(), a["shift"], -lim, lim, True]
             elif nxt.op == "relu":
-                lo, hi = fold_clamp(lo, hi, 0, BIG)
+                st[2], st[3] = fold_clamp(st[2], st[3], 0, BIG)
             elif nxt.op == "clip":
-                lo, hi = fold_clamp(lo, hi, a["lo"], a["hi"])
+                st[2], st[3] = fold_clamp(st[2], st[3], a["lo"], a["hi"])
+            elif nxt.op == "add" and stage == 0:
+                other = nxt.inputs[1] if nxt.inputs[0] == name else nxt.inputs[0]
+                if other == name or self.const(other) is not None or self.analysis.tensors[other].shape != info.shape:
+                    break
+                stage, residual = 1, other
             else:
                 break
             fused.append(j)
             name = nxt.output
-        return OutputStep(mult, shift, lo, hi, name, tuple(fused))
+        (m1, s1, lo1, hi1, _), (m2, s2, lo2, hi2, _) = stages
+        self.claimed.update(fused)
+        return OutputStep(m1, s1, lo1, hi1, residual, m2, s2, lo2, hi2, name, tuple(fused))
 
 
 def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dict) -> tuple[Planner, dict[str, str]]:
@@ -149,11 +173,12 @@ def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dic
     p = Planner(graph, analysis, isa, pool)
     skip: set[int] = set()
     for i, (node, attrs) in enumerate(zip(graph.nodes, analysis.attrs)):
-        if i in skip:
-            continue
-        lower = lowerings.get(node.op)
-        if lower is None:
-            raise NotImplementedError(f"the numba backend has no lowering for op {node.op!r}")
-        skip.update(lower(p, i, node, attrs) or ())
+        if i not in skip:
+            lower = lowerings.get(node.op)
+            if lower is None:
+                raise NotImplementedError(f"the numba backend has no lowering for op {node.op!r}")
+            skip.update(lower(p, i, node, attrs) or ())
+        for emit in p.deferred.pop(i, []):
+            emit()
     outputs = {name: p.in_layout(name, C) for name in graph.outputs}
     return p, outputs

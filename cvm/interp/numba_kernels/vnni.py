@@ -1,41 +1,86 @@
 """int8 conv/dense on AVX-512 VNNI: vpdpbusd multiplies 4 uint8 by 4 int8 and adds them to an int32 lane.
 
-Activations are int8; packing adds 128 (the uint8 form, taps in the padding become 128 = 0 + 128)
-and the planner folds -128 * sum_k w[n, k] into the bias, so the lanes end with the exact sum. The
-planner also proved bias' + any partial sum of (a + 128) * w fits int32 (docs/performance.md).
+The input is first stored once as uint8 a + 128, padded: (N, H + pads, W + pads, groups * cgp) with
+cgp = the group's channels rounded up to 4, borders and extra channels 128 (the uint8 form of 0).
+The planner folds -128 * sum_k w[n, k] into the bias, so the lanes end with the exact sum, and
+proved bias' + any partial sum of (a + 128) * w fits int32 (docs/performance.md, "Exactness").
 
-Weights per group, flat int8: panel j (16 output channels), then k/4, then lane, then 4 k's:
-wp[g, ((j * kp/4 + k4) * 16 + lane) * 4 + t] = w[16 j + lane, 4 k4 + t].
-A row block of packed pixels is multiplied panel by panel in chunks of K (so the weight panel stays in
-L1), accumulating in an int32 scratch that starts as the bias; the output step then requantizes.
+The GEMM reads that padded input in place (implicit im2col): the K values of an output pixel are
+kh (kw when dilated) contiguous runs of the padded input; no patch matrix is ever written.
+Weights per group, flat int8, K in (u, v, c) order: panel j (16 output channels), then k/4, then
+lane, then 4 k's: wp[g, ((j * kp/4 + k4) * 16 + lane) * 4 + t] = w[16 j + lane, 4 k4 + t].
+A tile is 4 output pixels x 32 output channels in registers (channels padded to 32 with zero weights); a block of BLOCK_ROWS pixels
+is stored as int32 to a scratch and the output step then requantizes it into `out`.
+
+geo (int64, see geometry()): kh, kw, sh, sw, dh, dw, groups, cgp, og, oh, ow, hp, wp, ctot, then the
+runs of one pixel's K: useg x vseg runs of seg4*4 bytes, ustride and vstride apart.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .conv import BLOCK_ROWS, out_step, pack_rows
+from .conv import out_rows
 from .simd import dpbusd, vbroadcast4, vload, vstore
 
-K4_CHUNK = 64  # 256 values of K per pass: a 2-panel weight chunk is 32 KiB
+BLOCK_ROWS = 32  # output pixels per block: the unit of work split between threads
+
+
+@njit(cache=True, nogil=True)
+def to_padded_u8(x, xp, pt, plg, r0, r1):
+    """The padded uint8 input, rows r0..r1 (row = n * HP + y + pt). x: (N, H, W*groups, cg) int8;
+    xp: (N, HP, WP*groups, cgp) uint8; plg = left padding * groups."""
+    _, h, wg, cg = x.shape
+    _, hp, wpg, cgp = xp.shape
+    for r in range(r0, r1):
+        n, y = r // hp, r % hp - pt
+        row = xp[n, r % hp]
+        if y < 0 or y >= h:
+            flat = row.reshape(wpg * cgp)
+            for i in range(wpg * cgp):
+                flat[i] = 128
+            continue
+        src = x[n, y]
+        for q in range(plg):
+            for c in range(cgp):
+                row[q, c] = 128
+        for q in range(plg + wg, wpg):
+            for c in range(cgp):
+                row[q, c] = 128
+        if cg == cgp:
+            dst, sf = row[plg:plg + wg].reshape(wg * cg), src.reshape(wg * cg)
+            for i in range(wg * cg):
+                dst[i] = np.uint8(np.int32(sf[i]) + 128)
+            continue
+        for q in range(wg):
+            d, sq = row[plg + q], src[q]
+            for c in range(cg):
+                d[c] = np.uint8(np.int32(sq[c]) + 128)
+            for c in range(cg, cgp):
+                d[c] = 128
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_4x2(a, abase, lda, k4a, k4b, wp, wbase, ldw, s, sbase, lds):
-    c00, c01 = vload(s, sbase), vload(s, sbase + 16)
-    c10, c11 = vload(s, sbase + lds), vload(s, sbase + lds + 16)
-    c20, c21 = vload(s, sbase + 2 * lds), vload(s, sbase + 2 * lds + 16)
-    c30, c31 = vload(s, sbase + 3 * lds), vload(s, sbase + 3 * lds + 16)
-    for k4 in range(k4a, k4b):
-        b0, b1 = vload(wp, wbase + 64 * k4), vload(wp, wbase + ldw + 64 * k4)
-        a0 = vbroadcast4(a, abase + 4 * k4)
-        c00, c01 = dpbusd(c00, a0, b0), dpbusd(c01, a0, b1)
-        a1 = vbroadcast4(a, abase + lda + 4 * k4)
-        c10, c11 = dpbusd(c10, a1, b0), dpbusd(c11, a1, b1)
-        a2 = vbroadcast4(a, abase + 2 * lda + 4 * k4)
-        c20, c21 = dpbusd(c20, a2, b0), dpbusd(c21, a2, b1)
-        a3 = vbroadcast4(a, abase + 3 * lda + 4 * k4)
-        c30, c31 = dpbusd(c30, a3, b0), dpbusd(c31, a3, b1)
+def _tile_4x2(xp, a0, a1, a2, a3, geo, wp, wbase, ldw, bias, n0, s, sbase, lds):
+    useg, vseg, seg4, ustride, vstride = geo[14], geo[15], geo[16], geo[17], geo[18]
+    c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
+    c10, c11, c20, c21, c30, c31 = c00, c01, c00, c01, c00, c01
+    w0 = wbase
+    for u in range(useg):
+        for v in range(vseg):
+            off = u * ustride + v * vstride
+            p0, p1, p2, p3 = a0 + off, a1 + off, a2 + off, a3 + off
+            for t in range(seg4):
+                b0, b1 = vload(wp, w0), vload(wp, w0 + ldw)
+                x = vbroadcast4(xp, p0 + 4 * t)
+                c00, c01 = dpbusd(c00, x, b0), dpbusd(c01, x, b1)
+                x = vbroadcast4(xp, p1 + 4 * t)
+                c10, c11 = dpbusd(c10, x, b0), dpbusd(c11, x, b1)
+                x = vbroadcast4(xp, p2 + 4 * t)
+                c20, c21 = dpbusd(c20, x, b0), dpbusd(c21, x, b1)
+                x = vbroadcast4(xp, p3 + 4 * t)
+                c30, c31 = dpbusd(c30, x, b0), dpbusd(c31, x, b1)
+                w0 += 64
     vstore(s, sbase, c00)
     vstore(s, sbase + 16, c01)
     vstore(s, sbase + lds, c10)
@@ -47,68 +92,70 @@ def _tile_4x2(a, abase, lda, k4a, k4b, wp, wbase, ldw, s, sbase, lds):
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_4x1(a, abase, lda, k4a, k4b, wp, wbase, s, sbase, lds):
-    c0, c1 = vload(s, sbase), vload(s, sbase + lds)
-    c2, c3 = vload(s, sbase + 2 * lds), vload(s, sbase + 3 * lds)
-    for k4 in range(k4a, k4b):
-        b0 = vload(wp, wbase + 64 * k4)
-        c0 = dpbusd(c0, vbroadcast4(a, abase + 4 * k4), b0)
-        c1 = dpbusd(c1, vbroadcast4(a, abase + lda + 4 * k4), b0)
-        c2 = dpbusd(c2, vbroadcast4(a, abase + 2 * lda + 4 * k4), b0)
-        c3 = dpbusd(c3, vbroadcast4(a, abase + 3 * lda + 4 * k4), b0)
-    vstore(s, sbase, c0)
-    vstore(s, sbase + lds, c1)
-    vstore(s, sbase + 2 * lds, c2)
-    vstore(s, sbase + 3 * lds, c3)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _gemm_block(buf, mt, wp, s):
-    """s[:mt] += buf[:mt] (uint8, mt x kp) times the packed weights (all panels)."""
-    kp = buf.shape[1]
-    lds = s.shape[1]
-    nv = lds // 16
-    ldw = 16 * kp
-    for k4a in range(0, kp // 4, K4_CHUNK):
-        k4b = min(k4a + K4_CHUNK, kp // 4)
-        for j in range(0, nv - 1, 2):
-            for m in range(0, mt, 4):
-                _tile_4x2(buf, m * kp, kp, k4a, k4b, wp, j * ldw, ldw, s, m * lds + 16 * j, lds)
-        if nv % 2:
-            j = nv - 1
-            for m in range(0, mt, 4):
-                _tile_4x1(buf, m * kp, kp, k4a, k4b, wp, j * ldw, s, m * lds + 16 * j, lds)
+def _pixel_bases(p0, count, geo, bases):
+    """bases[t] = offset in the padded input of output pixel p0 + t's first tap (group 0)."""
+    sh, sw, oh, ow, hp, wpd, ctot = geo[2], geo[3], geo[9], geo[10], geo[11], geo[12], geo[13]
+    n, rest = p0 // (oh * ow), p0 % (oh * ow)
+    i, j = rest // ow, rest % ow
+    for t in range(count):
+        bases[t] = ((n * hp + i * sh) * wpd + j * sw) * ctot
+        j += 1
+        if j == ow:
+            j, i = 0, i + 1
+            if i == oh:
+                i, n = 0, n + 1
 
 
 @njit(cache=True, nogil=True)
-def conv_vnni(x, wp, bias, mult, rnd, shift, lo, hi, out, geo, b0, b1):
-    """Output row blocks b0..b1 (of BLOCK_ROWS pixels). x: (N, H, W, C) int8; wp: (groups, nv*16*kp)
-    int8 packed; bias: (groups, nv*16) int32 with the -128*sum(w) term folded in; mult: (groups, og)
-    int64; out: (N*OH*OW, groups*og), rows are output pixels (channels-last)."""
+def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
+    """Output pixel blocks b0..b1. xp: padded uint8 input (to_padded_u8); wp: (groups, nv*16*kp) int8
+    packed; bias: (groups, nv*16) int32 with the -128*sum(w) term folded in; mult, mult2: (groups, og)
+    int64; ost, res: the output step (conv.out_rows); out: (N*OH*OW, groups*og), rows are output
+    pixels (channels-last)."""
     rows = out.shape[0]
-    groups, og = geo[8], geo[10]
-    kp = wp.shape[1] // bias.shape[1]
-    buf = np.empty((BLOCK_ROWS, kp), np.uint8)
-    s = np.empty((BLOCK_ROWS, bias.shape[1]), np.int32)
+    groups, cgp, og = geo[6], geo[7], geo[8]
+    lds = bias.shape[1]
+    nv = lds // 16
+    ldw = wp.shape[1] // nv
+    s = np.empty((BLOCK_ROWS, lds), np.int32)
+    bases = np.empty(BLOCK_ROWS + 3, np.int64)
+    xf = xp.reshape(xp.size)
     for blk in range(b0, b1):
         r0 = blk * BLOCK_ROWS
         nrows = min(BLOCK_ROWS, rows - r0)
-        mt = (nrows + 3) // 4 * 4
+        _pixel_bases(r0, nrows, geo, bases)
+        for t in range(nrows, nrows + 3):  # a partial last tile repeats the last pixel
+            bases[t] = bases[nrows - 1]
         for g in range(groups):
-            pack_rows(x, geo, g, r0, nrows, buf, 128)
-            for r in range(mt):
-                for n in range(s.shape[1]):
-                    s[r, n] = bias[g, n]
-            _gemm_block(buf, mt, wp[g], s)
-            for r in range(nrows):
-                for n in range(og):
-                    out[r0 + r, g * og + n] = out_step(s[r, n], mult[g, n], rnd, shift, lo, hi)
+            wg, bg, off = wp[g], bias[g], g * cgp
+            for j in range(0, nv, 2):  # a pair of weight panels stays in cache for the whole block
+                for m in range(0, nrows, 4):
+                    _tile_4x2(xf, bases[m] + off, bases[m + 1] + off, bases[m + 2] + off, bases[m + 3] + off, geo,
+                              wg, j * ldw, ldw, bg, 16 * j, s, m * lds + 16 * j, lds)
+            out_rows(s, nrows, out, r0, g * og, mult[g], mult2[g], ost, res)
 
 
-def pack_weights(w: np.ndarray, kp: int) -> np.ndarray:
-    """w: (groups, og, k) int -> (groups, nv*16*kp) int8 in the panel layout above."""
-    g, og, k = w.shape
-    nv = (og + 15) // 16
-    full = np.zeros((g, nv * 16, kp), np.int8)
-    full[:, :og, :k] = w
+def panels(og: int) -> int:
+    """16-channel weight panels for og output channels: an even number (tiles hold two)."""
+    return (og + 31) // 32 * 2
+
+
+def pack_weights(w: np.ndarray, cgp: int) -> np.ndarray:
+    """w: (groups, og, kh, kw, cg) int -> (groups, nv*16*kp) int8 in the panel layout above."""
+    g, og, kh, kw, cg = w.shape
+    nv = panels(og)
+    full = np.zeros((g, nv * 16, kh, kw, cgp), np.int8)
+    full[:, :og, :, :, :cg] = w
+    kp = kh * kw * cgp
     return np.ascontiguousarray(full.reshape(g, nv, 16, kp // 4, 4).transpose(0, 1, 3, 2, 4)).reshape(g, -1)
+
+
+def geometry(kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp) -> np.ndarray:
+    cgp = (cg + 3) // 4 * 4
+    ctot = groups * cgp
+    if dw == 1 and groups == 1:  # the kw taps of a kernel row are one contiguous run
+        useg, vseg, seg4 = kh, 1, kw * cgp // 4
+    else:
+        useg, vseg, seg4 = kh, kw, cgp // 4
+    return np.array([kh, kw, sh, sw, dh, dw, groups, cgp, og, oh, ow, hp, wp, ctot,
+                     useg, vseg, seg4, dh * wp * ctot, dw * ctot], np.int64)

@@ -1,0 +1,370 @@
+"""Benchmarks: CVM (numba and reference backends) against onnxruntime float32 and int8, start-up
+times of the numba backend, and the int8 GEMM throughput of the dense kernel against the machine's
+measured peak. docs/performance.md records the results and the machine.
+
+    cvm bench [MODEL ...] [--batches 1 64] [--threads N] [--json out.json]
+    python -m cvm.bench resnet_cifar mnist_cnn
+
+A MODEL is a fixture name (fixtures/models/NAME.cvm, compared with onnxruntime on NAME.onnx, the int8
+model calibrated on fixtures/data/NAME_calib.npz), a path to a .cvm file, or one of the hand-built
+integer models `lenet_int8` / `resnet_int8` (random int8 weights, same architectures as the
+mnist_cnn / resnet_cifar fixtures, whose .onnx files onnxruntime then runs when present).
+
+API: run_bench(models, batches=(1, 64), ...) -> rows (dicts), print_table(rows); for the CLI,
+register(subparsers), or add_arguments(parser) + run(args), or main(argv).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SYNTHETIC = {"lenet_int8": "mnist_cnn", "resnet_int8": "resnet_cifar"}  # hand-built -> onnx of that architecture
+BACKENDS = ("numba", "reference", "ort-f32", "ort-int8")
+
+
+# ------------------------------------------------------------------ models
+
+class BenchModel:
+    """A CVM model with integer inputs, and (when there is one) the float ONNX model it came from with
+    float inputs and calibration data."""
+
+    def __init__(self, name, model, int_inputs, onnx_path=None, float_inputs=None, calib=None):
+        self.name, self.model, self.int_inputs = name, model, int_inputs
+        self.onnx_path, self.float_inputs, self.calib = onnx_path, float_inputs, calib
+
+    def batch(self, arr: np.ndarray, n: int) -> np.ndarray:
+        return np.resize(arr, (n,) + arr.shape[1:])
+
+
+def _npz_inputs(path: Path) -> np.ndarray | None:
+    if not path.exists():
+        return None
+    with np.load(path) as f:
+        return np.asarray(f["x"] if "x" in f else f[f.files[0]], np.float32)
+
+
+def load_bench_model(name: str) -> BenchModel:
+    import cvm
+    if name in SYNTHETIC:
+        model = lenet_int8() if name == "lenet_int8" else resnet_int8()
+        spec = model.inputs[0]
+        x = np.random.default_rng(0).integers(-127, 128, (256,) + spec.shape[1:]).astype(np.int8)
+        onnx_name = SYNTHETIC[name]
+        onnx = FIXTURES / "models" / f"{onnx_name}.onnx"
+        return BenchModel(name, model, x, onnx if onnx.exists() else None,
+                          _npz_inputs(FIXTURES / "data" / f"{onnx_name}_test.npz"),
+                          _npz_inputs(FIXTURES / "data" / f"{onnx_name}_calib.npz"))
+    path = Path(name)
+    if path.suffix != ".cvm":
+        path = FIXTURES / "models" / f"{name}.cvm"
+    model = cvm.load(path)
+    stem = path.stem
+    floats = _npz_inputs(FIXTURES / "data" / f"{stem}_test.npz")
+    if floats is not None and model.inputs[0].scale is not None:
+        ints = model.quantize_input(floats)
+    else:
+        spec = model.inputs[0]
+        m = (1 << (spec.bits - 1)) - 1
+        ints = np.random.default_rng(0).integers(-m, m + 1, (256,) + spec.shape[1:]).astype(spec.dtype)
+    onnx = path.with_suffix(".onnx")
+    return BenchModel(stem, model, ints, onnx if onnx.exists() else None, floats,
+                      _npz_inputs(FIXTURES / "data" / f"{stem}_calib.npz"))
+
+
+def _requant_to_int8(b, y: str, channels: int, acc_bits: int) -> str:
+    """Per-channel multiplier in [2^14, 2^15) and the shift that brings about acc_bits bits to 8."""
+    m = np.random.default_rng(channels + acc_bits).integers(1 << 14, 1 << 15, channels)
+    return b.op("requant", y, b.const(m), shift=acc_bits + 15 - 8, bits=8, axis=0)
+
+
+def _conv(b, x, cin, cout, k=3, stride=1, relu=True, rng=None):
+    w = rng.integers(-127, 128, (cout, cin, k, k))
+    y = b.op("conv2d", x, b.const(w), b.const(rng.integers(-1000, 1000, cout)), pads=(k // 2,) * 4,
+             strides=(stride, stride))
+    acc = 7 + 7 + (cin * k * k).bit_length() - 3  # typical magnitude, not the worst case
+    y = _requant_to_int8(b, y, cout, acc)
+    return b.op("relu", y) if relu else y
+
+
+def lenet_int8():
+    """The mnist_cnn architecture with random int8 weights: conv 1->8, maxpool, conv 8->16, 2x2 sum
+    pool, dense 784->64, dense 64->10."""
+    import cvm
+    rng, b = np.random.default_rng(1), cvm.GraphBuilder()
+    x = b.input("x", (1, 28, 28), 8)
+    y = b.op("max_pool2d", _conv(b, x, 1, 8, rng=rng), kernel=(2, 2), strides=(2, 2))
+    y = _conv(b, y, 8, 16, rng=rng)
+    y = b.op("conv2d", y, b.const(np.ones((16, 1, 2, 2), np.int64)), strides=(2, 2), groups=16)
+    y = b.op("requant", b.op("flatten", y), b.const([1]), shift=2, bits=8)
+    y = b.op("dense", y, b.const(rng.integers(-127, 128, (64, 784))), b.const(rng.integers(-999, 999, 64)))
+    y = b.op("relu", _requant_to_int8(b, y, 64, 17))
+    y = b.op("dense", y, b.const(rng.integers(-127, 128, (10, 64))), b.const(rng.integers(-999, 999, 10)))
+    return b.build(y)
+
+
+def resnet_int8():
+    """The resnet_cifar architecture with random int8 weights: stem conv 3->32, BasicBlocks of widths
+    32/64/128 (1/1/2 blocks, stride-2 1x1-conv shortcuts, residual adds), global sum pool, dense."""
+    import cvm
+    rng, b = np.random.default_rng(2), cvm.GraphBuilder()
+    y = _conv(b, b.input("x", (3, 32, 32), 8), 3, 32, rng=rng)
+    cin = 32
+    for width, stride in ((32, 1), (64, 2), (128, 2), (128, 1)):
+        z = _conv(b, y, cin, width, stride=stride, rng=rng)
+        z = _conv(b, z, width, width, relu=False, rng=rng)
+        short = y if stride == 1 and cin == width else _conv(b, y, cin, width, k=1, stride=stride, relu=False, rng=rng)
+        y = b.op("relu", b.op("requant", b.op("add", z, short), b.const([1]), shift=1, bits=8))
+        cin = width
+    y = b.op("sum", y, axes=(1, 2), keepdims=0)
+    y = b.op("requant", y, b.const([1]), shift=6, bits=8)
+    y = b.op("dense", y, b.const(rng.integers(-127, 128, (10, 128))), b.const(rng.integers(-999, 999, 10)))
+    return b.build(y)
+
+
+# ------------------------------------------------------------------ timing
+
+def time_calls(fn, min_seconds: float = 1.0, min_reps: int = 5, max_reps: int = 2000) -> list[float]:
+    """Per-call seconds: two warm-up calls, then calls until both min_seconds and min_reps are met."""
+    fn()
+    fn()
+    times, start = [], time.perf_counter()
+    while len(times) < max_reps and (len(times) < min_reps or time.perf_counter() - start < min_seconds):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def _ort_session(path, threads: int):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def quantize_ort_int8(onnx_path: Path, calib: np.ndarray, out_dir: Path, input_name: str = "x") -> Path:
+    """onnxruntime static quantization: QDQ, per channel, activations uint8, weights int8."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{input_name: calib[i:i + 32]} for i in range(0, len(calib), 32)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    out = out_dir / f"{onnx_path.stem}_int8.onnx"
+    quantize_static(str(onnx_path), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return out
+
+
+def _latency_row(name, batch, backend, times, threads):
+    med = float(np.median(times))
+    return {"kind": "latency", "model": name, "batch": batch, "backend": backend, "threads": threads,
+            "median_ms": med * 1e3, "min_ms": min(times) * 1e3, "per_second": batch / med, "reps": len(times)}
+
+
+def bench_latency(bm: BenchModel, batches, threads: int, backends, min_seconds: float, work: Path) -> list[dict]:
+    from .interp import numba as nb
+    from .interp import reference
+    rows = []
+    model, name = bm.model, bm.model.inputs[0].name
+    runner = nb.prepare(model.graph, model.analysis, threads=threads)
+    ort_models = {}
+    if bm.onnx_path is not None and bm.float_inputs is not None:
+        if "ort-f32" in backends:
+            ort_models["ort-f32"] = bm.onnx_path
+        if "ort-int8" in backends and bm.calib is not None:
+            ort_models["ort-int8"] = quantize_ort_int8(bm.onnx_path, bm.calib[:512], work)
+    for batch in batches:
+        x = {name: bm.batch(bm.int_inputs, batch)}
+        if "numba" in backends:
+            rows.append(_latency_row(bm.name, batch, "numba", time_calls(lambda: runner(x), min_seconds), threads))
+        if "reference" in backends:
+            t = time_calls(lambda: reference.run(model.graph, model.analysis, x), min_seconds, min_reps=3, max_reps=50)
+            rows.append(_latency_row(bm.name, batch, "reference", t, 1))
+        for backend, path in ort_models.items():
+            sess = _ort_session(path, threads)
+            feed = {sess.get_inputs()[0].name: bm.batch(bm.float_inputs, batch)}
+            rows.append(_latency_row(bm.name, batch, backend, time_calls(lambda: sess.run(None, feed), min_seconds),
+                                     threads))
+    return rows
+
+
+# ------------------------------------------------------------------ start-up
+
+_STARTUP = """
+import time
+t0 = time.perf_counter()
+import sys, json, numpy as np, cvm
+from cvm.bench import load_bench_model
+bm = load_bench_model(sys.argv[1])
+t1 = time.perf_counter()
+bm.model.run(bm.int_inputs[:1], backend="numba")
+t2 = time.perf_counter()
+print(json.dumps({"imports_and_load": t1 - t0, "prepare_and_first_run": t2 - t1}))
+"""
+
+
+def bench_startup(model_name: str, cache_dir: Path) -> list[dict]:
+    """Fresh subprocesses: one with an empty NUMBA_CACHE_DIR (JIT cold start), then one with the cache
+    it left (cached start). Times from the first line of the script (interpreter start-up excluded)."""
+    rows = []
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)}
+    for label in ("cold", "cached"):
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", _STARTUP, model_name], env=env, capture_output=True, text=True,
+                              timeout=600)
+        wall = time.perf_counter() - t
+        if proc.returncode != 0:
+            raise RuntimeError(f"start-up run failed: {proc.stderr[-2000:]}")
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append({"kind": "startup", "model": model_name, "start": label, "process_s": wall,
+                     "imports_and_load_s": r["imports_and_load"], "prepare_and_first_run_s": r["prepare_and_first_run"],
+                     "total_s": r["imports_and_load"] + r["prepare_and_first_run"]})
+    return rows
+
+
+# ------------------------------------------------------------------ GEMM
+
+def bench_gemm(threads: int, m: int = 1024, k: int = 1024, n: int = 1024, min_seconds: float = 1.0) -> list[dict]:
+    """The dense kernel (through the runner: uint8 packing + GEMM + requant) on an int8 m x k by k x n
+    product, against the register-only vpdpbusd peak with the same threads."""
+    import cvm
+    from .interp import numba as nb
+    rng, b = np.random.default_rng(3), cvm.GraphBuilder()
+    x = b.input("x", (k,), 8)
+    y = b.op("dense", x, b.const(rng.integers(-127, 128, (n, k))), b.const(rng.integers(-999, 999, n)))
+    model = b.build(b.op("requant", y, b.const(rng.integers(1 << 14, 1 << 15, n)), shift=30, bits=8, axis=0))
+    xs = {"x": rng.integers(-127, 128, (m, k)).astype(np.int8)}
+    rows = []
+    for isa in nb.available_isas():
+        runner = nb.prepare(model.graph, model.analysis, isa=isa, threads=threads)
+        t = float(np.median(time_calls(lambda: runner(xs), min_seconds)))
+        rows.append({"kind": "gemm", "isa": isa, "threads": threads, "m": m, "k": k, "n": n,
+                     "gops": 2 * m * k * n / t / 1e9, "ms": t * 1e3})
+    if "vnni" in nb.available_isas():
+        from .interp.numba_kernels.peak import vnni_peak_gops
+        peak = vnni_peak_gops(threads)
+        for r in rows:
+            r["peak_gops"], r["fraction_of_peak"] = peak, r["gops"] / peak
+    return rows
+
+
+# ------------------------------------------------------------------ driver and table
+
+def run_bench(models, batches=(1, 64), threads: int | None = None, backends=BACKENDS, startup: bool = True,
+              gemm: bool = True, min_seconds: float = 1.0, log=print) -> list[dict]:
+    from .interp.numba_kernels.threads import default_threads
+    threads = threads or default_threads()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="cvm-bench-") as tmp:
+        work = Path(tmp)
+        for i, name in enumerate(models):
+            log(f"[bench] {name}: latency")
+            rows += bench_latency(load_bench_model(name), batches, threads, backends, min_seconds, work)
+            if startup:
+                log(f"[bench] {name}: start-up (subprocesses, NUMBA_CACHE_DIR empty then warm)")
+                rows += bench_startup(name, work / f"numba-cache-{i}")
+        if gemm:
+            log("[bench] int8 GEMM")
+            rows += bench_gemm(threads, min_seconds=min_seconds)
+    return rows
+
+
+def machine() -> dict:
+    import platform
+    flags = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                  if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    keep = sorted(f for f in flags if f in ("avx2", "fma", "avx_vnni") or f.startswith(("avx512", "amx")))
+    return {"cpu": model, "cpus": os.cpu_count(), "flags": keep, "python": platform.python_version()}
+
+
+def print_table(rows: list[dict], out=sys.stdout) -> None:
+    lat = [r for r in rows if r["kind"] == "latency"]
+    if lat:
+        ref = {(r["model"], r["batch"]): r["median_ms"] for r in lat if r["backend"] == "ort-int8"}
+        print(f"{'model':<14} {'batch':>5} {'backend':<10} {'threads':>7} {'median ms':>10} {'min ms':>9} "
+              f"{'samples/s':>10} {'vs ort-int8':>11}", file=out)
+        for r in lat:
+            base = ref.get((r["model"], r["batch"]))
+            ratio = f"{r['median_ms'] / base:.2f}x" if base else "-"
+            print(f"{r['model']:<14} {r['batch']:>5} {r['backend']:<10} {r['threads']:>7} {r['median_ms']:>10.3f} "
+                  f"{r['min_ms']:>9.3f} {r['per_second']:>10.0f} {ratio:>11}", file=out)
+    st = [r for r in rows if r["kind"] == "startup"]
+    if st:
+        print(f"\n{'model':<14} {'start':<7} {'imports+load s':>14} {'prepare+1st run s':>17} {'total s':>8} "
+              f"{'process s':>9}", file=out)
+        for r in st:
+            print(f"{r['model']:<14} {r['start']:<7} {r['imports_and_load_s']:>14.2f} "
+                  f"{r['prepare_and_first_run_s']:>17.2f} {r['total_s']:>8.2f} {r['process_s']:>9.2f}", file=out)
+    gm = [r for r in rows if r["kind"] == "gemm"]
+    if gm:
+        print(f"\n{'int8 GEMM':<10} {'isa':<9} {'threads':>7} {'m x k x n':>16} {'GOPS':>7} {'peak':>7} {'of peak':>8}",
+              file=out)
+        for r in gm:
+            peak = f"{r['peak_gops']:.0f}" if "peak_gops" in r else "-"
+            frac = f"{100 * r['fraction_of_peak']:.0f}%" if "peak_gops" in r else "-"
+            dims = f"{r['m']}x{r['k']}x{r['n']}"
+            print(f"{'dense':<10} {r['isa']:<9} {r['threads']:>7} {dims:>16} {r['gops']:>7.0f} {peak:>7} {frac:>8}",
+                  file=out)
+
+
+# ------------------------------------------------------------------ CLI
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("models", nargs="*", default=["resnet_cifar", "mnist_cnn"],
+                   help="fixture names, .cvm paths, or lenet_int8 / resnet_int8 (default: resnet_cifar mnist_cnn)")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 64])
+    p.add_argument("--threads", type=int, default=None, help="threads for numba and onnxruntime (default: all CPUs)")
+    p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
+    p.add_argument("--seconds", type=float, default=1.0, help="minimum timing per measurement")
+    p.add_argument("--no-startup", action="store_true", help="skip the cold/cached start-up subprocesses")
+    p.add_argument("--no-gemm", action="store_true", help="skip the GEMM throughput measurement")
+    p.add_argument("--json", default=None, help="also write the rows and the machine to this file")
+
+
+def run(args) -> int:
+    rows = run_bench(args.models, tuple(args.batches), args.threads, tuple(args.backends), not args.no_startup,
+                     not args.no_gemm, args.seconds, log=lambda s: print(s, file=sys.stderr))
+    info = machine()
+    print(f"CPU: {info['cpu']} ({info['cpus']} CPUs); flags: {' '.join(info['flags'])}")
+    print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
+    return 0
+
+
+def register(subparsers) -> None:
+    s = subparsers.add_parser("bench", help="numba vs reference vs onnxruntime f32/int8; start-up; int8 GEMM")
+    add_arguments(s)
+    s.set_defaults(func=run)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="cvm bench", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
