@@ -152,3 +152,36 @@ def conv_i64(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
                             acc += np.int64(x[n, y, z, g * cg + c]) * w[g, o, u, v, c]
                 s[0, o] = acc
             out_rows(s, 1, out, p, g * og, mult[g], mult2[g], ost, res)
+
+
+@njit(cache=True, nogil=True)
+def conv_depthwise(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
+    """Depthwise conv (groups = channels, one output per group), vectorized over channels, int32
+    accumulation (proven as for conv_i32). x: (N, H, W, C); w: (kh, kw, C) int32; bias: (C,) int32;
+    mult, mult2: (1, C) int64; out: (N*OH*OW, C); output row blocks b0..b1."""
+    kh, kw, sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    oh, ow = geo[12], geo[13]
+    _, h, wd, c = x.shape
+    s = np.empty((BLOCK_ROWS, c), np.int32)
+    for blk in range(b0, b1):
+        r0 = blk * BLOCK_ROWS
+        nrows = min(BLOCK_ROWS, out.shape[0] - r0)
+        for r in range(nrows):
+            p = r0 + r
+            n, rest = p // (oh * ow), p % (oh * ow)
+            i, j = rest // ow, rest % ow
+            acc = s[r]
+            for ch in range(c):
+                acc[ch] = bias[ch]
+            for u in range(kh):
+                y = i * sh + u * dh - pt
+                if y < 0 or y >= h:
+                    continue
+                for v in range(kw):
+                    z = j * sw + v * dw - pl
+                    if z < 0 or z >= wd:
+                        continue
+                    xr, wr = x[n, y, z], w[u, v]
+                    for ch in range(c):
+                        acc[ch] = np.int32(acc[ch] + np.int32(xr[ch]) * wr[ch])
+        out_rows(s, nrows, out, r0, 0, mult[0], mult2[0], ost, res)

@@ -3,7 +3,8 @@
 Path per node, from the proven input interval and the actual weights and bias:
   "vnni": int8 input, int8 weights, and bias' + any partial sum of (a + 128) * w fits int32;
   "i32":  every partial sum (bias first, or not at all) fits int32: int16 or int32 operands;
-  "i64":  direct convolution with int64 accumulation (any order is then exact).
+  "i64":  direct convolution with int64 accumulation (any order is then exact);
+  "depthwise": groups = channels with one output each, int32 proven as for "i32".
 """
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     rows = w.reshape(g * og, k).astype(np.int64)
     bias = np.zeros(g * og, np.int64) if bias is None else bias.astype(np.int64)
     path = choose_path(rows, bias, x, p.isa)
+    if g > 1 and cg == 1 and og == 1 and partial_sums_fit_int32(rows, min(x.lo, 0), max(x.hi, 0), bias):
+        path = "depthwise"
     ostep = p.output_step(index, channel_axis)
     out_value = p.spec_value(ostep.output, out_layout)
     tail = (ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params())
@@ -58,23 +61,28 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
         from . import vnni
         hp, wp = gm["h"] + gm["pt"] + gm["pb"], gm["w"] + gm["pl"] + gm["pr"]
         geo = vnni.geometry(kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], g, cg, og, gm["oh"], gm["ow"], hp, wp)
-        xp_shape = (hp, wp, int(geo[13]))
+        c = g * cg
         nv = vnni.panels(og)
         b = np.zeros((g, nv * 16), np.int64)
         b[:, :og] = (bias - 128 * rows.sum(axis=1)).reshape(g, og)
-        args = (vnni.pack_weights(w, int(geo[7])), b.astype(np.int32), *tail)
+        args = (vnni.pack_weights(w, geo), b.astype(np.int32), *tail)
         block_rows, kern = vnni.BLOCK_ROWS, vnni.conv_vnni
-        min_pad_rows = -(-PAR_MIN_BYTES // (wp * int(geo[13])))
+        min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
 
         def first(x4):
-            xp = np.empty((x4.shape[0],) + xp_shape, np.uint8)
-            xg, xpg = x4.reshape(x4.shape[:2] + (-1, cg)), xp.reshape(xp.shape[:2] + (-1, xp_shape[2] // g))
-            return xp, [p.pool.call(vnni.to_padded_u8, (xg, xpg, gm["pt"], gm["pl"] * g), x4.shape[0] * hp,
-                                    min_pad_rows)]
+            n = x4.shape[0]
+            buf = np.empty(n * hp * wp * c + vnni.SLACK, np.uint8)
+            xp = buf[:n * hp * wp * c].reshape(n, hp, wp * c)
+            return xp.reshape(n, hp, wp, c), [p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"],
+                                                                             gm["pl"] * c), n * hp, min_pad_rows)]
     else:
         geo = np.array([kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], gm["pt"], gm["pl"], g, cg, og, k,
                         gm["oh"], gm["ow"]], np.int64)
-        if path == "i32":
+        if path == "depthwise":
+            args = (np.ascontiguousarray(w.reshape(g, kh, kw).transpose(1, 2, 0)).astype(np.int32),
+                    bias.astype(np.int32), tail[0].reshape(1, g), tail[1].reshape(1, g), tail[2])
+            kern = conv.conv_depthwise
+        elif path == "i32":
             wide = x.dtype.itemsize > 2 or rows.min() < -32768 or rows.max() > 32767
             weights = w.reshape(g, og, k).astype(np.int32 if wide else np.int16)
             args = (weights, bias.reshape(g, og).astype(np.int32), *tail)

@@ -1,18 +1,20 @@
 """int8 conv/dense on AVX-512 VNNI: vpdpbusd multiplies 4 uint8 by 4 int8 and adds them to an int32 lane.
 
-The input is first stored once as uint8 a + 128, padded: (N, H + pads, W + pads, groups * cgp) with
-cgp = the group's channels rounded up to 4, borders and extra channels 128 (the uint8 form of 0).
-The planner folds -128 * sum_k w[n, k] into the bias, so the lanes end with the exact sum, and
-proved bias' + any partial sum of (a + 128) * w fits int32 (docs/performance.md, "Exactness").
+The input is first stored once as uint8 a + 128, padded: (N, H + pads, W + pads, C), borders 128
+(the uint8 form of 0). The planner folds -128 * sum_k w[n, k] into the bias, so the lanes end with
+the exact sum, and proved bias' + any partial sum of (a + 128) * w fits int32 (docs/performance.md).
 
 The GEMM reads that padded input in place (implicit im2col): the K values of an output pixel are
-kh (kw when dilated) contiguous runs of the padded input; no patch matrix is ever written.
-Weights per group, flat int8, K in (u, v, c) order: panel j (16 output channels), then k/4, then
-lane, then 4 k's: wp[g, ((j * kp/4 + k4) * 16 + lane) * 4 + t] = w[16 j + lane, 4 k4 + t].
-A tile is 4 output pixels x 32 output channels in registers (channels padded to 32 with zero weights); a block of BLOCK_ROWS pixels
-is stored as int32 to a scratch and the output step then requantizes it into `out`.
+kh runs of kw*C bytes (kh*kw runs of C/groups bytes when dilated or grouped). Runs are read 4 bytes
+at a time; a run's length is rounded up to 4 with zero weights, so the bytes read past its end (the
+next pixel's, or slack after the buffer) add nothing. Weights per group, flat int8, K in (u, v, c)
+order with each run padded: panel j (16 output channels), then k/4, then lane, then 4 k's:
+wp[g, ((j * kp/4 + k4) * 16 + lane) * 4 + t] = w[16 j + lane, 4 k4 + t].
+A tile is 4 output pixels x 32 output channels in registers (channels padded to a multiple of 32
+with zero weights); a block of BLOCK_ROWS pixels goes to an int32 scratch and the output step
+(conv.out_rows) then requantizes it into `out`.
 
-geo (int64, see geometry()): kh, kw, sh, sw, dh, dw, groups, cgp, og, oh, ow, hp, wp, ctot, then the
+geo (int64, see geometry()): kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp, c, then the
 runs of one pixel's K: useg x vseg runs of seg4*4 bytes, ustride and vstride apart.
 """
 from __future__ import annotations
@@ -27,37 +29,25 @@ BLOCK_ROWS = 32  # output pixels per block: the unit of work split between threa
 
 
 @njit(cache=True, nogil=True)
-def to_padded_u8(x, xp, pt, plg, r0, r1):
-    """The padded uint8 input, rows r0..r1 (row = n * HP + y + pt). x: (N, H, W*groups, cg) int8;
-    xp: (N, HP, WP*groups, cgp) uint8; plg = left padding * groups."""
-    _, h, wg, cg = x.shape
-    _, hp, wpg, cgp = xp.shape
+def to_padded_u8(x, xp, pt, pl, r0, r1):
+    """xp rows r0..r1 (row = n * HP + y + pt): x + 128 inside, 128 in the padding.
+    x: (N, H, W*C) int8; xp: (N, HP, WP*C) uint8; pl: left padding * C."""
+    _, h, wc = x.shape
+    _, hp, wpc = xp.shape
     for r in range(r0, r1):
         n, y = r // hp, r % hp - pt
         row = xp[n, r % hp]
         if y < 0 or y >= h:
-            flat = row.reshape(wpg * cgp)
-            for i in range(wpg * cgp):
-                flat[i] = 128
+            for i in range(wpc):
+                row[i] = 128
             continue
-        src = x[n, y]
-        for q in range(plg):
-            for c in range(cgp):
-                row[q, c] = 128
-        for q in range(plg + wg, wpg):
-            for c in range(cgp):
-                row[q, c] = 128
-        if cg == cgp:
-            dst, sf = row[plg:plg + wg].reshape(wg * cg), src.reshape(wg * cg)
-            for i in range(wg * cg):
-                dst[i] = np.uint8(np.int32(sf[i]) + 128)
-            continue
-        for q in range(wg):
-            d, sq = row[plg + q], src[q]
-            for c in range(cg):
-                d[c] = np.uint8(np.int32(sq[c]) + 128)
-            for c in range(cg, cgp):
-                d[c] = 128
+        for i in range(pl):
+            row[i] = 128
+        for i in range(pl + wc, wpc):
+            row[i] = 128
+        src, dst = x[n, y], row[pl:pl + wc]
+        for i in range(wc):
+            dst[i] = np.uint8(np.int32(src[i]) + 128)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -113,7 +103,7 @@ def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
     int64; ost, res: the output step (conv.out_rows); out: (N*OH*OW, groups*og), rows are output
     pixels (channels-last)."""
     rows = out.shape[0]
-    groups, cgp, og = geo[6], geo[7], geo[8]
+    groups, cg, og = geo[6], geo[7], geo[8]
     lds = bias.shape[1]
     nv = lds // 16
     ldw = wp.shape[1] // nv
@@ -127,7 +117,7 @@ def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
         for t in range(nrows, nrows + 3):  # a partial last tile repeats the last pixel
             bases[t] = bases[nrows - 1]
         for g in range(groups):
-            wg, bg, off = wp[g], bias[g], g * cgp
+            wg, bg, off = wp[g], bias[g], g * cg
             for j in range(0, nv, 2):  # a pair of weight panels stays in cache for the whole block
                 for m in range(0, nrows, 4):
                     _tile_4x2(xf, bases[m] + off, bases[m + 1] + off, bases[m + 2] + off, bases[m + 3] + off, geo,
@@ -140,22 +130,26 @@ def panels(og: int) -> int:
     return (og + 31) // 32 * 2
 
 
-def pack_weights(w: np.ndarray, cgp: int) -> np.ndarray:
+def pack_weights(w: np.ndarray, geo: np.ndarray) -> np.ndarray:
     """w: (groups, og, kh, kw, cg) int -> (groups, nv*16*kp) int8 in the panel layout above."""
-    g, og, kh, kw, cg = w.shape
+    g, og = w.shape[:2]
+    useg, vseg, seg4 = (int(v) for v in geo[14:17])
+    runs = w.reshape(g, og, useg, vseg, -1)
     nv = panels(og)
-    full = np.zeros((g, nv * 16, kh, kw, cgp), np.int8)
-    full[:, :og, :, :, :cg] = w
-    kp = kh * kw * cgp
+    full = np.zeros((g, nv * 16, useg, vseg, 4 * seg4), np.int8)
+    full[:, :og, :, :, :runs.shape[4]] = runs
+    kp = useg * vseg * 4 * seg4
     return np.ascontiguousarray(full.reshape(g, nv, 16, kp // 4, 4).transpose(0, 1, 3, 2, 4)).reshape(g, -1)
 
 
 def geometry(kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp) -> np.ndarray:
-    cgp = (cg + 3) // 4 * 4
-    ctot = groups * cgp
+    c = groups * cg
     if dw == 1 and groups == 1:  # the kw taps of a kernel row are one contiguous run
-        useg, vseg, seg4 = kh, 1, kw * cgp // 4
+        useg, vseg, run = kh, 1, kw * cg
     else:
-        useg, vseg, seg4 = kh, kw, cgp // 4
-    return np.array([kh, kw, sh, sw, dh, dw, groups, cgp, og, oh, ow, hp, wp, ctot,
-                     useg, vseg, seg4, dh * wp * ctot, dw * ctot], np.int64)
+        useg, vseg, run = kh, kw, cg
+    return np.array([kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp, c,
+                     useg, vseg, (run + 3) // 4, dh * wp * c, dw * c], np.int64)
+
+
+SLACK = 4  # bytes after the padded input: a run's last 4-byte read may pass its end
