@@ -175,6 +175,23 @@ def _latency_row(name, batch, backend, times, threads):
             "median_ms": med * 1e3, "min_ms": min(times) * 1e3, "per_second": batch / med, "reps": len(times)}
 
 
+def interleaved(fns: dict, min_seconds: float, min_rounds: int = 5, max_rounds: int = 5000) -> dict:
+    """Per-call seconds of each callable, timed in rounds (one call of each per round), so that a
+    change in the machine's load affects every backend alike."""
+    for fn in fns.values():
+        fn()
+        fn()
+    times = {k: [] for k in fns}
+    start = time.perf_counter()
+    while min(map(len, times.values())) < max_rounds and (
+            min(map(len, times.values())) < min_rounds or time.perf_counter() - start < min_seconds * len(fns)):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t)
+    return times
+
+
 def bench_latency(bm: BenchModel, batches, threads: int, backends, min_seconds: float, work: Path) -> list[dict]:
     from .interp import numba as nb
     from .interp import reference
@@ -187,19 +204,22 @@ def bench_latency(bm: BenchModel, batches, threads: int, backends, min_seconds: 
             ort_models["ort-f32"] = bm.onnx_path
         if "ort-int8" in backends and bm.calib is not None:
             ort_models["ort-int8"] = quantize_ort_int8(bm.onnx_path, bm.calib[:512], work)
+    sessions = {k: _ort_session(path, threads) for k, path in ort_models.items()}
     for batch in batches:
         x = {name: bm.batch(bm.int_inputs, batch)}
+        fns = {}
         if "numba" in backends:
-            rows.append(_latency_row(bm.name, batch, "numba", time_calls(lambda: runner(x), min_seconds), threads))
+            fns["numba"] = lambda: runner(x)
+        for backend, sess in sessions.items():
+            feed = {sess.get_inputs()[0].name: bm.batch(bm.float_inputs, batch)}
+            fns[backend] = lambda sess=sess, feed=feed: sess.run(None, feed)
+        for backend, t in interleaved(fns, min_seconds).items():
+            rows.append(_latency_row(bm.name, batch, backend, t, threads))
         if "reference" in backends:
             t = time_calls(lambda: reference.run(model.graph, model.analysis, x), min_seconds, min_reps=3, max_reps=50)
             rows.append(_latency_row(bm.name, batch, "reference", t, 1))
-        for backend, path in ort_models.items():
-            sess = _ort_session(path, threads)
-            feed = {sess.get_inputs()[0].name: bm.batch(bm.float_inputs, batch)}
-            rows.append(_latency_row(bm.name, batch, backend, time_calls(lambda: sess.run(None, feed), min_seconds),
-                                     threads))
-    return rows
+    order = {b: i for i, b in enumerate(BACKENDS)}
+    return sorted(rows, key=lambda r: (r["batch"], order[r["backend"]]))
 
 
 # ------------------------------------------------------------------ start-up
@@ -217,20 +237,26 @@ print(json.dumps({"imports_and_load": t1 - t0, "prepare_and_first_run": t2 - t1}
 """
 
 
+def _children_cpu() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def bench_startup(model_name: str, cache_dir: Path) -> list[dict]:
     """Fresh subprocesses: one with an empty NUMBA_CACHE_DIR (JIT cold start), then one with the cache
     it left (cached start). Times from the first line of the script (interpreter start-up excluded)."""
     rows = []
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)}
     for label in ("cold", "cached"):
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), _children_cpu()
         proc = subprocess.run([sys.executable, "-c", _STARTUP, model_name], env=env, capture_output=True, text=True,
                               timeout=600)
-        wall = time.perf_counter() - t
+        wall, cpu = time.perf_counter() - t, _children_cpu() - cpu
         if proc.returncode != 0:
             raise RuntimeError(f"start-up run failed: {proc.stderr[-2000:]}")
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows.append({"kind": "startup", "model": model_name, "start": label, "process_s": wall,
+        rows.append({"kind": "startup", "model": model_name, "start": label, "process_s": wall, "process_cpu_s": cpu,
                      "imports_and_load_s": r["imports_and_load"], "prepare_and_first_run_s": r["prepare_and_first_run"],
                      "total_s": r["imports_and_load"] + r["prepare_and_first_run"]})
     return rows
@@ -296,7 +322,8 @@ def machine() -> dict:
     model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                   if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
     keep = sorted(f for f in flags if f in ("avx2", "fma", "avx_vnni") or f.startswith(("avx512", "amx")))
-    return {"cpu": model, "cpus": os.cpu_count(), "flags": keep, "python": platform.python_version()}
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"cpu": model, "cpus": os.cpu_count(), "flags": keep, "python": platform.python_version(), "loadavg": load}
 
 
 def print_table(rows: list[dict], out=sys.stdout) -> None:
@@ -313,10 +340,11 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
     st = [r for r in rows if r["kind"] == "startup"]
     if st:
         print(f"\n{'model':<14} {'start':<7} {'imports+load s':>14} {'prepare+1st run s':>17} {'total s':>8} "
-              f"{'process s':>9}", file=out)
+              f"{'process s':>9} {'process cpu s':>13}", file=out)
         for r in st:
             print(f"{r['model']:<14} {r['start']:<7} {r['imports_and_load_s']:>14.2f} "
-                  f"{r['prepare_and_first_run_s']:>17.2f} {r['total_s']:>8.2f} {r['process_s']:>9.2f}", file=out)
+                  f"{r['prepare_and_first_run_s']:>17.2f} {r['total_s']:>8.2f} {r['process_s']:>9.2f} "
+                  f"{r['process_cpu_s']:>13.2f}", file=out)
     gm = [r for r in rows if r["kind"] == "gemm"]
     if gm:
         print(f"\n{'int8 GEMM':<10} {'isa':<9} {'threads':>7} {'m x k x n':>16} {'GOPS':>7} {'peak':>7} {'of peak':>8}",
@@ -344,10 +372,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    before = machine()["loadavg"]
     rows = run_bench(args.models, tuple(args.batches), args.threads, tuple(args.backends), not args.no_startup,
                      not args.no_gemm, args.seconds, log=lambda s: print(s, file=sys.stderr))
     info = machine()
     print(f"CPU: {info['cpu']} ({info['cpus']} CPUs); flags: {' '.join(info['flags'])}")
+    if before:
+        print(f"load average (1, 5, 15 min) before: {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}; "
+              f"after: {info['loadavg'][0]:.2f} {info['loadavg'][1]:.2f} {info['loadavg'][2]:.2f}")
+    info["loadavg_before"] = before
     print_table(rows)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
