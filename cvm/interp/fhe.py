@@ -17,11 +17,16 @@ import hashlib
 import os
 import secrets
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from concrete import fhe
+
+try:
+    from concrete import fhe
+except ImportError as e:  # the optional extra lives in its own venv (it pins numpy<2)
+    raise ImportError("the fhe backend needs concrete-python: run `bash scripts/setup_fhe.sh` and use "
+                      ".venv-fhe/bin/python (pip extra `cvm-mrt[fhe]`)") from e
 
 from ..errors import InputError
 from ..format import encode_graph, model_hash
@@ -67,8 +72,7 @@ class FHERunner:
         self.lookups = plan_graph(graph, analysis, options.lookup_bits)  # FHEUnsupported names the node
         self.circuit = None
         self.samples: list[dict] = []
-        self._inputset_digest = None
-        self._pending_inputset = inputset
+        self._inputset, self._inputset_digest = inputset, _digest(inputset)
 
     # ------------------------------------------------------------ compile
 
@@ -91,14 +95,14 @@ class FHERunner:
         compiler = fhe.Compiler(function, {f"x{i}": "encrypted" for i in range(len(self.graph.inputs))})
         self.circuit = compiler.compile([self._args(s) for s in samples], self.configuration())
         self.samples = samples
-        self._inputset_digest = _digest(inputset)
+        self._inputset, self._inputset_digest = inputset, _digest(inputset)
         return self.circuit
 
     def _ensure_compiled(self, inputset=None):
-        if inputset is None and self._pending_inputset is not None:
-            inputset, self._pending_inputset = self._pending_inputset, None
-        if self.circuit is None or (inputset is not None and _digest(inputset) != self._inputset_digest):
+        if inputset is not None and _digest(inputset) != self._inputset_digest:
             self.compile(inputset)
+        elif self.circuit is None:
+            self.compile(self._inputset)
         return self.circuit
 
     def _args(self, sample: dict):
@@ -137,10 +141,20 @@ class FHERunner:
 
     # ------------------------------------------------------------ run
 
-    def __call__(self, inputs: dict[str, np.ndarray], mode: str = "simulate", inputset=None) -> dict[str, np.ndarray]:
+    def set_lookup_bits(self, lookup_bits: int) -> None:
+        """Re-plan for another lookup budget (the circuit is recompiled on next use)."""
+        if lookup_bits != self.options.lookup_bits:
+            options = replace(self.options, lookup_bits=lookup_bits)
+            self.lookups = plan_graph(self.graph, self.analysis, options.lookup_bits)
+            self.options, self.circuit = options, None
+
+    def __call__(self, inputs: dict[str, np.ndarray], mode: str = "simulate", inputset=None,
+                 lookup_bits: int | None = None) -> dict[str, np.ndarray]:
         """Integers in (batch first), integers out; one circuit evaluation per sample."""
         if mode not in MODES:
             raise ValueError(f"unknown FHE mode {mode!r}; choose from {MODES}")
+        if lookup_bits is not None:
+            self.set_lookup_bits(lookup_bits)
         circuit = self._ensure_compiled(inputset)
         if mode == "simulate":
             circuit.enable_fhe_simulation()

@@ -195,11 +195,19 @@ def _conv2d(ctx, node, attrs, args):
     return pin(y, *ctx.interval(node.output)).reshape(ctx.analysis.tensors[node.output].shape)
 
 
+def _isolated(y, lo: int, hi: int):
+    """y through an identity table. concrete gives the inputs and output of a leveled op one bit
+    width, so a max feeding a wide dense would compare at the dense's width (a 4-bit pool before a
+    9-bit dense needed 4.4 GB of keys); after a table the comparison keeps its own narrow width."""
+    return fhe.univariate(lambda v: v)(pin(y, lo, hi))
+
+
 def _max_pool2d(ctx, node, attrs, args):
     lo, _ = ctx.interval(node.inputs[0])
     x4 = _padded4(args[0], node.inputs[0], ctx, attrs["pads"], lo)
     y = fhe.maxpool(x4, kernel_shape=attrs["kernel"], strides=attrs["strides"], dilations=attrs["dilations"])
-    return pin(y, *ctx.interval(node.output)).reshape(ctx.analysis.tensors[node.output].shape)
+    y = pin(_isolated(y, *ctx.interval(node.output)), *ctx.interval(node.output))
+    return y.reshape(ctx.analysis.tensors[node.output].shape)
 
 
 def _encrypted(ctx, name: str, value):
