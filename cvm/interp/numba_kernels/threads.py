@@ -1,8 +1,10 @@
 """Parallel kernel calls on persistent Python threads.
 
 Every compiled kernel releases the GIL (nogil=True) and takes the range of output rows to compute,
-so a parallel call is the same kernel run on disjoint row ranges: the caller's thread takes the first
-range, pool threads the others. Splitting only ever divides outputs, never a sum. Python threads
+so a parallel call is the same kernel run on disjoint row ranges. The rows are cut into a few chunks
+per thread that the caller's thread and the pool threads take in turn from one shared iterator: a
+thread the OS does not schedule (a shared machine) delays at most one chunk, the others take the
+rest. Splitting only ever divides outputs, never a sum. Python threads
 rather than numba's parallel regions: no second compiled variant of every kernel (cold start), and
 blocking waits instead of spinning workers when the machine is oversubscribed.
 """
@@ -11,6 +13,9 @@ from __future__ import annotations
 import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+
+
+CHUNKS_PER_THREAD = 4
 
 
 def default_threads() -> int:
@@ -45,14 +50,19 @@ class Pool:
         parts = min(self.threads, n if self.eager else n // max(1, min_per_thread))
         if parts <= 1:
             return fn, (*args, 0, n)
-        ranges = split(n, parts)
-        return self._run, (fn, args, ranges)
+        return self._run, (fn, args, split(n, min(n, parts * CHUNKS_PER_THREAD)), parts)
 
-    def _run(self, fn, args, ranges):
+    def _run(self, fn, args, ranges, parts):
+        chunks = iter(ranges)  # next() on a list iterator is atomic under the GIL
         ex = self._get()
-        futures = [ex.submit(fn, *args, lo, hi) for lo, hi in ranges[1:]]
+        futures = [ex.submit(_drain, fn, args, chunks) for _ in range(parts - 1)]
         try:
-            fn(*args, *ranges[0])
+            _drain(fn, args, chunks)
         finally:
             for f in futures:
                 f.result()
+
+
+def _drain(fn, args, chunks):
+    for lo, hi in chunks:
+        fn(*args, lo, hi)
