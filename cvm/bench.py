@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -163,9 +164,15 @@ def quantize_ort_int8(onnx_path: Path, calib: np.ndarray, out_dir: Path, input_n
         def get_next(self):
             return next(self.batches, None)
 
-    out = out_dir / f"{onnx_path.stem}_int8.onnx"
-    quantize_static(str(onnx_path), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    out = out_dir / f"{Path(onnx_path).stem}_int8.onnx"
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # quantize_static warns on the root logger about pre-processing
+    try:
+        quantize_static(str(onnx_path), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    finally:
+        root.setLevel(level)
     return out
 
 

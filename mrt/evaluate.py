@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,31 +74,17 @@ def layer_errors(model: cvm.Model, x: np.ndarray, graph=None) -> list[tuple[str,
 
 
 def ort_int8_accuracy(onnx_path: str, calib: np.ndarray, x: np.ndarray, y: np.ndarray | None) -> dict:
-    """onnxruntime quantize_static (QDQ, per channel, u8 activations / s8 weights) on the same data."""
+    """onnxruntime quantize_static (QDQ, per channel, u8 activations / s8 weights) on the same data
+    (the same quantization `cvm bench` measures)."""
     import onnxruntime as ort
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
-    from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    from cvm.bench import quantize_ort_int8
+
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     in_name = sess.get_inputs()[0].name
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{in_name: calib[i:i + 32]} for i in range(0, len(calib), 32)])
-
-        def get_next(self):
-            return next(self.it, None)
-
     with tempfile.TemporaryDirectory() as d:
-        pre, out = os.path.join(d, "pre.onnx"), os.path.join(d, "q.onnx")
-        try:
-            quant_pre_process(onnx_path, pre)
-        except Exception:
-            pre = onnx_path
-        quantize_static(pre, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-        qsess = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+        out = quantize_ort_int8(Path(onnx_path), calib, Path(d), input_name=in_name)
+        qsess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
         fy = sess.run(None, {in_name: x})[0]
         qy = qsess.run(None, {in_name: x})[0]
     f1, q1 = _top1(fy), _top1(qy)
