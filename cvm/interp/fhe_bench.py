@@ -62,7 +62,7 @@ def main(argv=None) -> None:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model", help="a .cvm file")
-X
+    p.add_argument("--input", help=".npy integer batch (default: all-zero samples)")
     p.add_argument("--lookup-bits", type=int, default=DEFAULT_LOOKUP_BITS)
     p.add_argument("--samples", type=int, default=1)
     a = p.parse_args(argv)
