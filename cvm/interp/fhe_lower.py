@@ -127,6 +127,9 @@ def plan_node(graph: Graph, analysis: Analysis, index: int, budget: int):
                                                 f"need {int_bits(x.lo - x.hi, x.hi - x.lo)} bits > budget {budget}", where)
     if node.op not in LOOKUP_OPS:
         return None
+    if analysis.tensors[where].shape != x.shape:
+        raise FHEUnsupported("fhe.shape", f"{node.op} broadcasts its input {x.shape} to {analysis.tensors[where].shape}: "
+                                          f"a table keeps its input's shape", where)
     profile = _profile(node.op, attrs, consts, x.shape)
     probe = Lookup(node.op, attrs, tuple(consts), profile, LookupPlan(x.lo, x.hi, 0, 0, 0))
     plan = plan_lookup(probe.on_domain, x.lo, x.hi, budget, monotone=MONOTONE[node.op], node=where,

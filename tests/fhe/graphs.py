@@ -84,7 +84,8 @@ def wide_table(seed: int = 6) -> cvm.Model:
 
 
 def arith(seed: int = 7) -> cvm.Model:
-    """Two-activation mul and matmul, div by a constant and by an activation, max reduction."""
+    """Two-activation mul and matmul, div by a constant and by an activation, max reduction,
+    constant minus activation."""
     b = cvm.GraphBuilder()
     x = b.input("x", (2, 2), bits=3)
     sq = b.op("mul", x, x, name="sq")                                      # [-9, 9]
@@ -93,7 +94,8 @@ def arith(seed: int = 7) -> cvm.Model:
     pos = b.op("add", b.op("relu", x, name="rx"), b.const([1]), name="pos")  # [1, 4]
     d2 = b.op("div", x, pos, name="d2")
     mx = b.op("max", sq, axes=(1,), keepdims=1, name="mx")                 # (2, 1)
-    y = b.op("concat", d2, mx, d1, axis=1, name="y")                       # (2, 5)
+    k = b.op("sub", b.const([[1, -1]]), x, name="k")                      # constant first
+    y = b.op("concat", d2, mx, d1, k, axis=1, name="y")                    # (2, 7)
     return b.build(y)
 
 

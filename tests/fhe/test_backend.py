@@ -115,3 +115,13 @@ def test_unknown_mode_is_refused(runners):
     model, runner = runners["lut"]
     with pytest.raises(ValueError, match="unknown FHE mode 'fast'"):
         runner({"x": extremes(model, 1)}, mode="fast")
+
+
+def test_fhe_bench_reports_costs():
+    from cvm.interp.fhe_bench import fhe_bench
+
+    model = graphs.lut()
+    r = fhe_bench(model, extremes(model, 2), lookup_bits=4, samples=2)
+    assert r["bit_exact"] and r["samples"] == 2 and r["max_table_bits"] == 4
+    assert r["keygen_s"] > 0 and r["latency_s"] > 0 and r["key_bytes"] > r["evaluation_key_bytes"] > 0
+    assert r["key_file_bytes"] > 0 and r["circuit_bit_width"] >= 4 and r["pbs_count"] > 0
