@@ -8,7 +8,13 @@ pytest.importorskip("concrete.fhe", reason="needs the fhe extra: bash scripts/se
 
 import cvm  # noqa: E402
 
-pytestmark = pytest.mark.fhe
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if str(item.fspath).startswith(HERE):
+            item.add_marker(pytest.mark.fhe)
 
 
 @pytest.fixture(scope="session", autouse=True)
