@@ -90,7 +90,8 @@ class FHERunner:
 
     def compile(self, inputset=None):
         """(Re)compile on calibration samples + worst-case vectors; returns the concrete circuit."""
-        samples = calibration_samples(self.graph, inputset, self.options.max_calibration) + worst_case_samples(self.graph)
+        samples = calibration_samples(self.graph, inputset, self.options.max_calibration)
+        samples += worst_case_samples(self.graph)
         function = make_function(self.graph, self.analysis, self.lookups)
         compiler = fhe.Compiler(function, {f"x{i}": "encrypted" for i in range(len(self.graph.inputs))})
         self.circuit = compiler.compile([self._args(s) for s in samples], self.configuration())

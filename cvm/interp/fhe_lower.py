@@ -122,13 +122,15 @@ def plan_node(graph: Graph, analysis: Analysis, index: int, budget: int):
                 raise FHEUnsupported("fhe.lookup_bits", f"{node.op} of two activations squares values in [{lo}, {hi}] "
                                                         f"({int_bits(lo, hi)} bits > budget {budget})", where)
         return None
-    if node.op in ("max", "max_pool2d") and int_bits(x.lo - x.hi, x.hi - x.lo) > budget:
-        raise FHEUnsupported("fhe.lookup_bits", f"{node.op} compares values in [{x.lo}, {x.hi}]: their differences "
-                                                f"need {int_bits(x.lo - x.hi, x.hi - x.lo)} bits > budget {budget}", where)
+    diff_bits = int_bits(x.lo - x.hi, x.hi - x.lo)
+    if node.op in ("max", "max_pool2d") and diff_bits > budget:
+        raise FHEUnsupported("fhe.lookup_bits", f"{node.op} compares values in [{x.lo}, {x.hi}]: their "
+                                                f"differences need {diff_bits} bits > budget {budget}", where)
     if node.op not in LOOKUP_OPS:
         return None
-    if analysis.tensors[where].shape != x.shape:
-        raise FHEUnsupported("fhe.shape", f"{node.op} broadcasts its input {x.shape} to {analysis.tensors[where].shape}: "
+    out_shape = analysis.tensors[where].shape
+    if out_shape != x.shape:
+        raise FHEUnsupported("fhe.shape", f"{node.op} broadcasts its input {x.shape} to {out_shape}: "
                                           f"a table keeps its input's shape", where)
     profile = _profile(node.op, attrs, consts, x.shape)
     probe = Lookup(node.op, attrs, tuple(consts), profile, LookupPlan(x.lo, x.hi, 0, 0, 0))
