@@ -34,6 +34,8 @@ def config_for(target: str = "cvm", **overrides) -> QuantConfig:
     """Defaults of a target; `None` overrides are ignored so CLI flags can pass through."""
     base = QuantConfig(target=target)
     if target == "fhe":
+        # 6-bit table inputs: keys of ~2 GB and ~14 s per encrypted digits-MLP sample; 8-bit tables
+        # cost 8 GB of keys and ~55 s (docs/fhe.md)
         base = replace(base, bits=6, weight_bits=6, output_bits=8, feature_input_bits=6, acc_bits=16,
-                       lut_input_bits=8)
+                       lut_input_bits=6)
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
