@@ -78,7 +78,8 @@ def _read_input(model, path: str, raw: bool):
 def cmd_run(args) -> int:
     model = load(args.model)
     x = _read_input(model, args.input, args.raw)
-    y = model.run(x, backend=args.backend, gas_limit=args.gas_limit)
+    options = {"mode": args.fhe_mode} if args.backend == "fhe" else {}
+    y = model.run(x, backend=args.backend, gas_limit=args.gas_limit, **options)
     if args.output:
         if isinstance(y, dict):
             np.savez(args.output, **y)
@@ -119,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default="numba", choices=["numba", "reference", "fhe"])
     s.add_argument("--raw", action="store_true", help="input already holds integers")
     s.add_argument("--gas-limit", type=int, default=None)
+    s.add_argument("--fhe-mode", choices=["clear", "simulate", "execute"], default="execute",
+                   help="with --backend fhe: evaluate the circuit in the clear, simulate it, or run it encrypted")
     s.set_defaults(func=cmd_run)
 
     for module in ("cvm.bench", "cvm.conformance", "cvm.chain.cli"):
