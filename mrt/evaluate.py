@@ -82,11 +82,13 @@ def ort_int8_accuracy(onnx_path: str, calib: np.ndarray, x: np.ndarray, y: np.nd
 
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     in_name = sess.get_inputs()[0].name
+    # the scores: the first float output (an sklearn classifier's first output is its int64 label)
+    out_name = next(o.name for o in sess.get_outputs() if o.type == "tensor(float)")
     with tempfile.TemporaryDirectory() as d:
         out = quantize_ort_int8(Path(onnx_path), calib, Path(d), input_name=in_name)
         qsess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
-        fy = sess.run(None, {in_name: x})[0]
-        qy = qsess.run(None, {in_name: x})[0]
+        fy = sess.run([out_name], {in_name: x})[0]
+        qy = qsess.run([out_name], {in_name: x})[0]
     f1, q1 = _top1(fy), _top1(qy)
     return {"float_accuracy": None if y is None else float((f1 == y).mean()),
             "int_accuracy": None if y is None else float((q1 == y).mean()),
