@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -324,11 +325,16 @@ def run_node(args: argparse.Namespace) -> int:
     store = ModelStore(args.models)
     db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
     op = Operator(w3, account, args.oracle, store, db, backend=args.backend, from_block=args.from_block)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # a service manager's stop: log it and leave cleanly
     try:
         op.run(poll_interval=args.poll)
     except KeyboardInterrupt:
         log.info("%s: stopped", op.name)
     return 0
+
+
+def _stop_on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt  # every step is restartable, so stopping between any two lines is safe
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -154,6 +154,9 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
         ops.start(0)  # restarted: finds its salt in SQLite and its commitment on chain, reveals
         state = wait_for(lambda: (s := call_struct(oracle.functions.getRequest(rid)))["status"] != Status.PENDING
                          and s, "the request to finalise")
+        # the chain can finalise before the restarted operator has logged its receipt: wait for its verdict
+        restarted_log = tmp_path / "op0.2.log"
+        wait_for(lambda: f"request {rid}: done:" in restarted_log.read_text(), "operator 0 to close the request")
     except AssertionError:
         ops.stop_all()
         print(ops.logs())
@@ -172,5 +175,6 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
     for k in op_keys:
         assert oracle.functions.claimable(k.address).call() > 0
         assert oracle.functions.operators(k.address).call()[0] == CONFIG.min_stake
-    restarted_log = (tmp_path / "op0.2.log").read_text()
-    assert f"request {rid}: revealed" in restarted_log and f"request {rid}: committed" not in restarted_log
+    log0 = restarted_log.read_text()
+    assert f"request {rid}: revealed" in log0 and f"request {rid}: committed" not in log0
+    assert f"request {rid}: done: finalised with our output" in log0
