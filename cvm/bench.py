@@ -249,29 +249,59 @@ print(json.dumps({"imports_and_load": t1 - t0, "prepare_and_first_run": t2 - t1}
 """
 
 
+# The least any numba backend pays in a fresh process: numpy and numba imported, one trivial cached
+# kernel loaded and called (numba then loads its typing registries).
+_NUMBA_FLOOR = """
+import time
+t0 = time.perf_counter()
+import sys, json, numpy as np, numba
+t1 = time.perf_counter()
+
+@numba.njit(cache=True)
+def one(x):
+    return x + 1
+
+one(np.int64(1))
+t2 = time.perf_counter()
+print(json.dumps({"imports_and_load": t1 - t0, "prepare_and_first_run": t2 - t1}))
+"""
+
+
 def _children_cpu() -> float:
     import resource
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
 
-def bench_startup(model_name: str, cache_dir: Path) -> list[dict]:
-    """Fresh subprocesses: one with an empty NUMBA_CACHE_DIR (JIT cold start), then one with the cache
-    it left (cached start). Times from the first line of the script (interpreter start-up excluded)."""
+def _startup_runs(runs: list[tuple[str, str, list[str]]], cache_dir: Path) -> list[dict]:
     rows = []
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)}
-    for label in ("cold", "cached"):
+    for label, name, argv in runs:
         t, cpu = time.perf_counter(), _children_cpu()
-        proc = subprocess.run([sys.executable, "-c", _STARTUP, model_name], env=env, capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=600)
         wall, cpu = time.perf_counter() - t, _children_cpu() - cpu
         if proc.returncode != 0:
             raise RuntimeError(f"start-up run failed: {proc.stderr[-2000:]}")
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        rows.append({"kind": "startup", "model": model_name, "start": label, "process_s": wall, "process_cpu_s": cpu,
+        rows.append({"kind": "startup", "model": name, "start": label, "process_s": wall, "process_cpu_s": cpu,
                      "imports_and_load_s": r["imports_and_load"], "prepare_and_first_run_s": r["prepare_and_first_run"],
                      "total_s": r["imports_and_load"] + r["prepare_and_first_run"]})
     return rows
+
+
+def bench_startup(model_name: str, cache_dir: Path) -> list[dict]:
+    """Fresh subprocesses: one with an empty NUMBA_CACHE_DIR (JIT cold start), then one with the cache
+    it left (cached start). Times from the first line of the script (interpreter start-up excluded)."""
+    argv = ["-c", _STARTUP, model_name]
+    return _startup_runs([("cold", model_name, argv), ("cached", model_name, argv)], cache_dir)
+
+
+def bench_numba_floor(cache_dir: Path) -> list[dict]:
+    """The same two starts for a one-line kernel: what numba costs before any of this backend's work."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    script = cache_dir / "numba_floor.py"  # a file: numba caches only functions defined in one
+    script.write_text(_NUMBA_FLOOR)
+    return _startup_runs([("cold", "numba floor", [str(script)]), ("cached", "numba floor", [str(script)])], cache_dir)
 
 
 # ------------------------------------------------------------------ GEMM
@@ -319,6 +349,9 @@ def run_bench(models, batches=(1, 64), threads: int | None = None, backends=BACK
             if startup:
                 log(f"[bench] {name}: start-up (subprocesses, NUMBA_CACHE_DIR empty then warm)")
                 rows += bench_startup(name, work / f"numba-cache-{i}")
+        if startup and models:
+            log("[bench] numba floor: start-up of a one-line cached kernel")
+            rows += bench_numba_floor(work / "numba-cache-floor")
         if gemm:
             log("[bench] int8 GEMM")
             rows += bench_gemm(threads, min_seconds=min_seconds)

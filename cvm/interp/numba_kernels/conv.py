@@ -184,4 +184,4 @@ def conv_depthwise(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
                     xr, wr = x[n, y, z], w[u, v]
                     for ch in range(c):
                         acc[ch] = np.int32(acc[ch] + np.int32(xr[ch]) * wr[ch])
-        out_rows(s, nrows, out, r0, 0, mult[0], mult2[0], ost, res)
+        out_rows(s, nrows, out, r0, np.int64(0), mult[0], mult2[0], ost, res)
