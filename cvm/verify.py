@@ -67,60 +67,68 @@ def _check_bits(lo: int, hi: int, node: str) -> int:
     return bits
 
 
-def verify(graph: Graph) -> Analysis:
-    """Check every rule of the spec; return the proven facts, or raise VerifyError."""
-    ops = OPSETS.get(graph.opset)
-    if ops is None:
-        raise VerifyError("structure.opset", f"unknown opset {graph.opset}; known: {sorted(OPSETS)}")
-    if len(graph.nodes) > limits.MAX_NODES:
-        raise LimitError("limits.nodes", f"{len(graph.nodes)} nodes > {limits.MAX_NODES}")
-    if not graph.inputs:
-        raise VerifyError("structure.inputs", "the model has no inputs")
-    if not graph.outputs:
-        raise VerifyError("structure.outputs", "the model has no outputs")
+class Verifier:
+    """The checks of `verify`, one tensor at a time, for tools that grow a graph and need the bounds
+    of each new tensor as they go (MRT's quantizer): linear in the graph's size, not quadratic.
+    Inputs and constants must be added before the first node that reads them."""
 
-    tensors: dict[str, TensorInfo] = {}
+    def __init__(self, opset: int):
+        self.ops = OPSETS.get(opset)
+        if self.ops is None:
+            raise VerifyError("structure.opset", f"unknown opset {opset}; known: {sorted(OPSETS)}")
+        self.opset = opset
+        self.tensors: dict[str, TensorInfo] = {}
+        self.constants: dict[str, np.ndarray] = {}
+        self.attrs: list[dict] = []
+        self.costs: list[int] = []
+        self.const_elements = self.act_bytes = self.acc_bits = 0
 
-    def define(name: str, info: TensorInfo, what: str) -> None:
+    def _define(self, name: str, info: TensorInfo, what: str) -> TensorInfo:
         _check_name(name, what)
-        if name in tensors:
+        if name in self.tensors:
             raise VerifyError("structure.unique", f"name {name!r} is defined twice")
-        tensors[name] = info
+        self.tensors[name] = info
+        return info
 
-    for inp in graph.inputs:
+    def add_input(self, inp) -> TensorInfo:
         _check_shape(inp.shape, f"input {inp.name!r}")
         if not 1 <= inp.bits <= limits.MAX_BITS:
             raise VerifyError("structure.bits", f"input {inp.name!r} has bits {inp.bits}, not in 1..{limits.MAX_BITS}")
         m = bits_max(inp.bits)
-        define(inp.name, TensorInfo(tuple(inp.shape), -m, m, inp.bits, "input"), "input")
+        return self._define(inp.name, TensorInfo(tuple(inp.shape), -m, m, inp.bits, "input"), "input")
 
-    const_elements = 0
-    for name, values in graph.constants.items():
+    def add_constant(self, name: str, values: np.ndarray) -> TensorInfo:
         if values.dtype not in DTYPE_NAMES.values():
             raise VerifyError("structure.dtype", f"constant {name!r} has dtype {values.dtype}; allowed: {sorted(DTYPE_NAMES)}")
         _check_shape(values.shape, f"constant {name!r}")
-        const_elements += values.size
+        self.const_elements += values.size
         lo, hi = int(values.min()), int(values.max())
-        define(name, TensorInfo(tuple(values.shape), lo, hi, bits_for(lo, hi), "const"), "constant")
-    if const_elements > limits.MAX_CONSTANT_ELEMENTS:
-        raise LimitError("limits.constants", f"constants hold {const_elements} elements > {limits.MAX_CONSTANT_ELEMENTS}")
+        info = self._define(name, TensorInfo(tuple(values.shape), lo, hi, bits_for(lo, hi), "const"), "constant")
+        self.constants[name] = values
+        return info
 
-    resolved, costs, act_bytes, acc_bits = [], [], 0, 0
-    for node in graph.nodes:
+    def check_constants(self) -> None:
+        if self.const_elements > limits.MAX_CONSTANT_ELEMENTS:
+            raise LimitError("limits.constants",
+                             f"constants hold {self.const_elements} elements > {limits.MAX_CONSTANT_ELEMENTS}")
+
+    def add_node(self, node) -> TensorInfo:
         where = node.output
-        opdef = ops.get(node.op)
+        if len(self.attrs) >= limits.MAX_NODES:
+            raise LimitError("limits.nodes", f"more than {limits.MAX_NODES} nodes")
+        opdef = self.ops.get(node.op)
         if opdef is None:
-            raise VerifyError("node.op", f"unknown op {node.op!r} (opset {graph.opset})", where)
+            raise VerifyError("node.op", f"unknown op {node.op!r} (opset {self.opset})", where)
         n_in = len(node.inputs)
         if n_in < opdef.min_inputs or (opdef.max_inputs >= 0 and n_in > opdef.max_inputs):
             raise VerifyError("node.arity", f"{node.op} takes {opdef.min_inputs}..{opdef.max_inputs if opdef.max_inputs >= 0 else 'n'} "
                                             f"inputs, got {n_in}", where)
         args = []
         for pos, name in enumerate(node.inputs):
-            info = tensors.get(name)
+            info = self.tensors.get(name)
             if info is None:
                 raise VerifyError("structure.order", f"input {name!r} is not defined before this node", where)
-            const = graph.constants.get(name) if info.kind == "const" else None
+            const = self.constants.get(name) if info.kind == "const" else None
             if pos in opdef.const_inputs and const is None:
                 raise VerifyError("node.const_input", f"{node.op} input {pos} ({name!r}) must be a constant", where)
             if pos in opdef.activation_inputs and const is not None:
@@ -138,17 +146,42 @@ def verify(graph: Graph) -> Analysis:
             raise VerifyError(e.rule, str(e), where) from None
         bits = _check_bits(lo, hi, where)
         if node.op in MAC_OPS:
-            acc_bits = max(acc_bits, bits)
-        define(node.output, TensorInfo(shape, int(lo), int(hi), bits, "activation"), "node output")
-        act_bytes += elements(shape) * storage_dtype(bits).itemsize
-        resolved.append(attrs)
-        costs.append(cost)
+            self.acc_bits = max(self.acc_bits, bits)
+        info = self._define(node.output, TensorInfo(shape, int(lo), int(hi), bits, "activation"), "node output")
+        self.act_bytes += elements(shape) * storage_dtype(bits).itemsize
+        self.attrs.append(attrs)
+        self.costs.append(cost)
+        return info
 
-    if act_bytes > limits.MAX_ACTIVATION_BYTES:
-        raise LimitError("limits.memory", f"activations need {act_bytes} bytes per sample > {limits.MAX_ACTIVATION_BYTES}")
-    if len(set(graph.outputs)) != len(graph.outputs):
-        raise VerifyError("structure.outputs", "an output is listed twice")
-    for name in graph.outputs:
-        if name not in tensors or tensors[name].kind != "activation":
-            raise VerifyError("structure.outputs", f"output {name!r} is not the output of a node")
-    return Analysis(tensors, resolved, costs, sum(costs), act_bytes, acc_bits)
+    def finish(self, outputs: list[str]) -> Analysis:
+        self.check_constants()
+        if not outputs:
+            raise VerifyError("structure.outputs", "the model has no outputs")
+        if self.act_bytes > limits.MAX_ACTIVATION_BYTES:
+            raise LimitError("limits.memory", f"activations need {self.act_bytes} bytes per sample > {limits.MAX_ACTIVATION_BYTES}")
+        if len(set(outputs)) != len(outputs):
+            raise VerifyError("structure.outputs", "an output is listed twice")
+        for name in outputs:
+            if name not in self.tensors or self.tensors[name].kind != "activation":
+                raise VerifyError("structure.outputs", f"output {name!r} is not the output of a node")
+        return Analysis(dict(self.tensors), list(self.attrs), list(self.costs), sum(self.costs), self.act_bytes,
+                        self.acc_bits)
+
+
+def verify(graph: Graph) -> Analysis:
+    """Check every rule of the spec; return the proven facts, or raise VerifyError."""
+    v = Verifier(graph.opset)
+    if len(graph.nodes) > limits.MAX_NODES:  # before any work
+        raise LimitError("limits.nodes", f"{len(graph.nodes)} nodes > {limits.MAX_NODES}")
+    if not graph.inputs:
+        raise VerifyError("structure.inputs", "the model has no inputs")
+    if not graph.outputs:
+        raise VerifyError("structure.outputs", "the model has no outputs")
+    for inp in graph.inputs:
+        v.add_input(inp)
+    for name, values in graph.constants.items():
+        v.add_constant(name, values)
+    v.check_constants()
+    for node in graph.nodes:
+        v.add_node(node)
+    return v.finish(graph.outputs)

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import cvm
-from cvm.ir import Graph as IntGraph
 from cvm.ops.rescale import round_shift
-from cvm.verify import verify
+from cvm.verify import Verifier
 from mrt.errors import MrtError
 from mrt.quantize.config import QuantConfig
 
@@ -71,7 +70,7 @@ class Quantizer:
         self.cfg = config
         self.b = cvm.GraphBuilder()
         self.q: dict[str, QT] = {}
-        self._analysis_cache = (None, None)
+        self._verifier: Verifier | None = None  # proves the nodes emitted so far, each once
         self._names: set[str] = set()
 
     def op(self, op: str, *inputs: str, name: str, **attrs) -> str:
@@ -93,14 +92,23 @@ class Quantizer:
         t = float(self.thr.get(fname, 0.0))
         return (t if t > 0 else 1.0) / qmax(bits or self.cfg.bits)
 
-    def analysis(self):
-        """Verification of the graph built so far (bounds of every tensor)."""
-        n = len(self.b.nodes)
-        if self._analysis_cache[0] != n:
-            g = IntGraph(list(self.b.inputs), dict(self.b.constants), list(self.b.nodes),
-                         [self.b.nodes[-1].output] if self.b.nodes else [], self.b.opset)
-            self._analysis_cache = (n, verify(g) if self.b.nodes else None)
-        return self._analysis_cache[1]
+    def analysis(self) -> Verifier:
+        """The verifier's facts (bounds, shapes) on the graph built so far. The builder only
+        appends, so each new input, constant and node is verified once, when first needed."""
+        v = self._verifier
+        if v is None:
+            v = self._verifier = Verifier(self.b.opset)
+            self._seen_inputs = self._seen_constants = 0
+        for inp in self.b.inputs[self._seen_inputs:]:
+            v.add_input(inp)
+        self._seen_inputs = len(self.b.inputs)
+        if len(self.b.constants) > self._seen_constants:
+            for name in list(self.b.constants)[self._seen_constants:]:
+                v.add_constant(name, self.b.constants[name])
+            self._seen_constants = len(self.b.constants)
+        for node in self.b.nodes[len(v.attrs):]:
+            v.add_node(node)
+        return v
 
     def interval(self, name: str) -> tuple[int, int]:
         if name in self.b.constants:
