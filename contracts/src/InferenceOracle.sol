@@ -11,7 +11,8 @@ import {IInferenceConsumer} from "./IInferenceConsumer.sol";
 ///   request ──▶ commit phase ──▶ reveal phase ──▶ finalised (k equal reveals) ──▶ callback
 ///                                             └──▶ expired (reveal deadline passed) ──▶ refund
 ///
-/// 1. A requester pays a fee and names a registered model, one input sample and a callback.
+/// 1. A requester pays a fee and names a registered model, one input sample and a callback. The
+///    fee is at least `feeFor(modelHash)`: a minimum plus a price per unit of the model's gas.
 /// 2. Up to n active operators commit keccak256(abi.encode(requestId, outputHash, salt, operator))
 ///    before the commit deadline. The operator is inside the hash, so a commitment cannot be
 ///    copied by someone else.
@@ -31,7 +32,8 @@ contract InferenceOracle {
         uint8 committeeSize; // n: most commits a request accepts
         uint128 minStake; // stake an operator needs to commit
         uint128 slashAmount; // taken from an operator per offence (at most its stake)
-        uint128 minFee; // least fee a request pays
+        uint128 minFee; // least fee a request pays, whatever the model
+        uint128 feePerGas; // plus this much per unit of the model's registered CVM gas
         uint64 commitWindow; // seconds from the request to the commit deadline
         uint64 revealWindow; // seconds from the commit deadline to the reveal deadline
         uint64 withdrawalDelay; // seconds from requestUnstake to withdrawStake
@@ -87,6 +89,7 @@ contract InferenceOracle {
     uint128 public immutable minStake;
     uint128 public immutable slashAmount;
     uint128 public immutable minFee;
+    uint128 public immutable feePerGas;
     uint64 public immutable commitWindow;
     uint64 public immutable revealWindow;
     uint64 public immutable withdrawalDelay;
@@ -130,7 +133,7 @@ contract InferenceOracle {
     error OperatorLeaving(address operator);
     error UnstakeNotRequested(address operator);
     error StakeLocked(uint64 unlockTime);
-    error FeeTooLow(uint256 fee, uint256 minFee);
+    error FeeTooLow(uint256 fee, uint256 required);
     error ModelNotAvailable(bytes32 modelHash);
     error InputLengthMismatch(uint256 length, uint256 expected);
     error UnknownRequest(uint256 requestId);
@@ -175,6 +178,7 @@ contract InferenceOracle {
         minStake = c.minStake;
         slashAmount = c.slashAmount;
         minFee = c.minFee;
+        feePerGas = c.feePerGas;
         commitWindow = c.commitWindow;
         revealWindow = c.revealWindow;
         withdrawalDelay = c.withdrawalDelay;
@@ -218,13 +222,20 @@ contract InferenceOracle {
 
     // ---------------------------------------------------------------- requests
 
+    /// The least fee a request for this model pays: the operators' work grows with the model's
+    /// static cost, so the fee does too.
+    function feeFor(bytes32 modelHash) public view returns (uint256) {
+        return uint256(minFee) + uint256(feePerGas) * registry.getModel(modelHash).gas;
+    }
+
     function request(bytes32 modelHash, bytes calldata input, address callback)
         external
         payable
         returns (uint256 requestId)
     {
-        if (msg.value < minFee) revert FeeTooLow(msg.value, minFee);
         if (!registry.isActive(modelHash)) revert ModelNotAvailable(modelHash);
+        uint256 required = feeFor(modelHash);
+        if (msg.value < required) revert FeeTooLow(msg.value, required);
         uint256 expected = registry.inputBytes(modelHash);
         if (input.length != expected) revert InputLengthMismatch(input.length, expected);
 

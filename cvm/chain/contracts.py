@@ -165,6 +165,7 @@ class OracleConfig:
     min_stake: int = 10**18
     slash_amount: int = 5 * 10**17
     min_fee: int = 10**15
+    fee_per_gas: int = 10**9  # wei per unit of CVM gas: 1 gwei, as an EVM gas price
     commit_window: int = 300
     reveal_window: int = 300
     withdrawal_delay: int = 3600

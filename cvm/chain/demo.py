@@ -103,7 +103,7 @@ def run_demo(model_path: str | None = None, data_path: str | None = None, index:
         operators.append(Operator(w3, key, oracle.address, store, workdir / f"node{i + 1}.sqlite", backend=backend))
 
     # --- asynchronous: the oracle
-    fee = DEMO_CONFIG.min_fee
+    fee = oracle.functions.feeFor(model.hash).call()  # the minimum plus the model's gas times feePerGas
     r = send(w3, player, game.functions.play(image, label), value=fee)
     request_id = game.events.GameStarted().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
     gas.append(["request (DigitGame.play)", r["gasUsed"], f"request {request_id}, fee {fee} wei"])

@@ -100,6 +100,7 @@ class Operator:
         self.w3 = w3
         self.account = account
         self.oracle = contract_at(w3, "InferenceOracle", oracle_address)
+        self.registry = contract_at(w3, "ModelRegistry", self.oracle.functions.registry().call())
         self.store = store
         self.backend = backend
         self.retry_delay = retry_delay
@@ -282,8 +283,17 @@ class Operator:
         """Runs the model and stores output, output hash and a fresh salt: before any commit."""
         try:
             model = self.store.get(job.model_hash)
-            y = model.run(model.decode_input(job.input), backend=self.backend)
         except (StoreError, cvm.CVMError) as e:
+            self._done(job, f"cannot run model {job.model_hash.hex()[:12]}: {e}", logging.ERROR)
+            return False
+        registered = call_struct(self.registry.functions.getModel(job.model_hash))["gas"]
+        if registered != model.gas:  # the fee is priced from the registered gas: do not work below cost
+            self._done(job, f"model {job.model_hash.hex()[:12]} is registered with gas {registered}, but its static "
+                            f"cost is {model.gas}: not served", logging.ERROR)
+            return False
+        try:
+            y = model.run(model.decode_input(job.input), backend=self.backend)
+        except cvm.CVMError as e:
             self._done(job, f"cannot run model {job.model_hash.hex()[:12]}: {e}", logging.ERROR)
             return False
         self._update(job, output=model.encode_output(y), output_hash=cvm.output_hash(y), salt=os.urandom(32))

@@ -68,6 +68,11 @@ class Env:
         return self.dep.registry
 
     @property
+    def fee(self) -> int:
+        """The least fee a request for the test model pays (oracle.feeFor)."""
+        return self.oracle.functions.feeFor(self.model.hash).call()
+
+    @property
     def deployer(self):
         return self.chain.keys[0]
 
@@ -95,7 +100,7 @@ class Env:
 
     def request(self, input_bytes: bytes, callback: str | None = None, value: int | None = None) -> int:
         call = self.oracle.functions.request(self.model.hash, input_bytes, callback or self.player.address)
-        r = self.send(self.player, call, value=self.config.min_fee if value is None else value)
+        r = self.send(self.player, call, value=self.fee if value is None else value)
         return self.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
 
     def commit(self, op, rid: int, out_hash: bytes, salt: bytes):

@@ -136,7 +136,7 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
     oracle = dep.oracle
     try:
         ops.start(0)
-        r = send(w3, player, game.functions.play(image, label), value=CONFIG.min_fee)
+        r = send(w3, player, game.functions.play(image, label), value=dep.oracle.functions.feeFor(model.hash).call())
         rid = game.events.GameStarted().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
 
         def submission(i):

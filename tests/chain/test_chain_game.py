@@ -21,7 +21,7 @@ def game(env):
 
 
 def play(env, game, data, guess):
-    r = env.send(env.player, game.functions.play(data, guess), value=CONFIG.min_fee)
+    r = env.send(env.player, game.functions.play(data, guess), value=env.fee)
     return game.events.GameStarted().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
 
 
@@ -66,7 +66,7 @@ def test_expired_request_refunds_the_player(env, game):
     env.send(env.deployer, env.oracle.functions.settle(rid))
     before = env.w3.eth.get_balance(env.player.address)
     r = env.send(env.player, game.functions.refund(rid))
-    assert env.w3.eth.get_balance(env.player.address) == before + CONFIG.min_fee - r["gasUsed"] * r["effectiveGasPrice"]
+    assert env.w3.eth.get_balance(env.player.address) == before + env.fee - r["gasUsed"] * r["effectiveGasPrice"]
     assert game.functions.refundPool().call() == 0
     with reverts("AlreadyResolved"):
         env.send(env.player, game.functions.refund(rid))

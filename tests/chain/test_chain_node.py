@@ -181,6 +181,26 @@ def test_unknown_model_is_given_up(env, tmp_path):
     assert sqlite3.connect(tmp_path / "op0.sqlite").execute("SELECT salt FROM requests").fetchone() == (None,)
 
 
+def test_a_model_registered_below_its_gas_is_not_served(env, tmp_path):
+    """The fee is priced from the registered gas: an author who registers less than the model's
+    static cost gets no operator to work below cost (the request expires and is refunded)."""
+    from cvm.chain.contracts import tensor_spec
+    b = cvm.GraphBuilder()
+    x = b.input("x", (4,), bits=8)
+    model = env.store.get(env.store.put(b.build(b.op("dense", x, b.const([[1, 1, 1, 1]], "w", "int8")))))
+    env.send(env.deployer, env.registry.functions.register(
+        model.hash, "cvm:cheap", tensor_spec(model.inputs[0]), tensor_spec(model.outputs[0]), 1, bytes(32)))
+    env.stake_all()
+    call = env.oracle.functions.request(model.hash, env.sample()[0], env.player.address)
+    r = env.send(env.player, call, value=env.oracle.functions.feeFor(model.hash).call())
+    rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
+    op = make_operator(env, tmp_path, 0)
+    op.step()
+    job = op.job(rid)
+    assert job.state == "done" and f"registered with gas 1, but its static cost is {model.gas}" in job.note
+    assert env.request_state(rid)["commits"] == 0
+
+
 def test_operator_settles_an_unfinished_request(env, tmp_path, salts):
     """One vote of k=2 and a committee member that never reveals: after the reveal deadline the
     operator settles, which refunds the requester and slashes the silent one."""
@@ -199,6 +219,6 @@ def test_operator_settles_an_unfinished_request(env, tmp_path, salts):
     assert job.state == "done" and job.note == "expired without a result"
     state = env.request_state(rid)
     assert state["status"] == Status.EXPIRED and state["settled"]
-    assert env.claimable(env.player.address) == env.config.min_fee
+    assert env.claimable(env.player.address) == env.fee
     assert env.stake_of(env.operators[1]) == env.config.min_stake - env.config.slash_amount
     assert env.stake_of(env.operators[0]) == env.config.min_stake

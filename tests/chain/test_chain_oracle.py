@@ -54,16 +54,27 @@ def test_stake_unstake_withdraw_after_delay(env):
     assert env.stake_of(op) == 0
 
 
+def test_fee_grows_with_the_models_gas(env):
+    assert env.model.gas > 0 and CONFIG.fee_per_gas > 0
+    assert env.fee == CONFIG.min_fee + CONFIG.fee_per_gas * env.model.gas
+    data, _ = env.sample()
+    with reverts("FeeTooLow"):  # the flat minimum alone no longer pays for a model
+        env.request(data, value=CONFIG.min_fee)
+    rid = env.request(data, value=env.fee + 7)  # more is accepted and kept as the fee
+    assert env.request_state(rid)["fee"] == env.fee + 7
+
+
 def test_request_checks_fee_model_and_input_length(env):
     data, _ = env.sample()
-    with reverts("FeeTooLow"):
-        env.request(data, value=CONFIG.min_fee - 1)
+    with reverts("FeeTooLow") as e:
+        env.request(data, value=env.fee - 1)
+    assert e.value.error_args == (env.fee - 1, env.fee)
     with reverts("InputLengthMismatch") as e:
         env.request(data + b"\x00")
     assert e.value.error_args == (5, 4)
     call = env.oracle.functions.request(b"\x01" * 32, data, env.player.address)
     with reverts("ModelNotAvailable"):
-        env.send(env.player, call, value=CONFIG.min_fee)
+        env.send(env.player, call, value=env.fee)
     env.send(env.deployer, env.registry.functions.deprecate(env.model.hash))
     with reverts("ModelNotAvailable"):
         env.request(data)
@@ -76,7 +87,7 @@ def test_quorum_finalises_pays_and_calls_back(env, salts):
     env.stake_all()
     consumer, _ = env.deploy_test("TestConsumer", env.oracle.address, RECORD)
     data, out, h = agreed(env)
-    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=CONFIG.min_fee)
+    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=env.fee)
     rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
 
     ops = env.operators[:3]
@@ -93,14 +104,14 @@ def test_quorum_finalises_pays_and_calls_back(env, salts):
     assert final["output"] == out
     assert env.oracle.events.CallbackResult().process_receipt(r, errors=DISCARD)[0]["args"]["success"]
     assert consumer.functions.lastOutput().call() == out and consumer.functions.calls().call() == 1
-    assert env.claimable(ops[0].address) + env.claimable(ops[1].address) == CONFIG.min_fee
+    assert env.claimable(ops[0].address) + env.claimable(ops[1].address) == env.fee
     # the third reveals late and agrees: not paid, not slashed
     env.reveal(ops[2], rid, h, salts[2], out)
     assert env.claimable(ops[2].address) == 0 and env.stake_of(ops[2]) == CONFIG.min_stake
 
     before = env.w3.eth.get_balance(ops[0].address)
     r = env.send(ops[0], env.oracle.functions.claim())
-    assert env.w3.eth.get_balance(ops[0].address) == before + CONFIG.min_fee // 2 - r["gasUsed"] * r["effectiveGasPrice"]
+    assert env.w3.eth.get_balance(ops[0].address) == before + env.fee // 2 - r["gasUsed"] * r["effectiveGasPrice"]
     with reverts("NothingToClaim"):
         env.send(ops[0], env.oracle.functions.claim())
 
@@ -193,7 +204,7 @@ def test_disagreeing_operator_is_slashed(env, salts):
     assert env.stake_of(a) == CONFIG.min_stake - CONFIG.slash_amount
     assert not env.oracle.functions.isOperator(a.address).call()  # below the minimum now
     assert env.claimable(env.deployer.address) == CONFIG.slash_amount  # the treasury
-    assert env.claimable(b.address) + env.claimable(c.address) == CONFIG.min_fee
+    assert env.claimable(b.address) + env.claimable(c.address) == env.fee
     assert env.claimable(a.address) == 0
 
 
@@ -265,14 +276,14 @@ def test_unfinalised_request_expires_and_refunds(env, salts):
     r = env.send(env.operators[3], env.oracle.functions.settle(rid))
     assert env.oracle.events.Expired().process_receipt(r, errors=DISCARD)
     assert env.request_state(rid)["status"] == Status.EXPIRED
-    assert env.claimable(env.player.address) == CONFIG.min_fee
+    assert env.claimable(env.player.address) == env.fee
     assert env.stake_of(b) == CONFIG.min_stake - CONFIG.slash_amount  # committed, never revealed
     assert env.stake_of(a) == CONFIG.min_stake  # no agreed result: a revealed, no offence
     with reverts("RequestNotPending"):
         env.commit(env.operators[2], rid, h, salts[2])
     before = env.w3.eth.get_balance(env.player.address)
     r = env.send(env.player, env.oracle.functions.claim())
-    assert env.w3.eth.get_balance(env.player.address) == before + CONFIG.min_fee - r["gasUsed"] * r["effectiveGasPrice"]
+    assert env.w3.eth.get_balance(env.player.address) == before + env.fee - r["gasUsed"] * r["effectiveGasPrice"]
 
 
 # ---------------------------------------------------------------- callbacks
@@ -280,7 +291,7 @@ def test_unfinalised_request_expires_and_refunds(env, salts):
 
 def _finalise_for(env, consumer, salts, **reveal_kw):
     data, out, h = agreed(env)
-    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=CONFIG.min_fee)
+    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=env.fee)
     rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
     ops = env.operators[:3]
     for op, salt in zip(ops, salts):
@@ -310,7 +321,7 @@ def test_reentrant_callback_is_refused(env, salts):
     selector = env.w3.keccak(text="Reentrancy()")[:4]
     errors = [consumer.functions.reentryErrors(i).call() for i in range(consumer.functions.reentryErrorCount().call())]
     assert errors == [selector] * 3  # claim, settle and reveal were all refused inside the callback
-    assert env.claimable(env.operators[0].address) + env.claimable(env.operators[1].address) == CONFIG.min_fee
+    assert env.claimable(env.operators[0].address) + env.claimable(env.operators[1].address) == env.fee
     assert env.request_state(rid)["reveals"] == 2
 
 
@@ -318,7 +329,7 @@ def test_reveal_with_too_little_gas_for_the_callback_reverts(env, salts):
     env.stake_all()
     consumer, _ = env.deploy_test("TestConsumer", env.oracle.address, RECORD)
     data, out, h = agreed(env)
-    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=CONFIG.min_fee)
+    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=env.fee)
     rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
     ops = env.operators[:3]
     for op, salt in zip(ops, salts):
