@@ -39,6 +39,8 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="numba", choices=["numba", "reference"])
     p.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
     p.add_argument("--from-block", type=int, default=0, help="first block to scan on a new database")
+    p.add_argument("--confirmations", type=int, default=0,
+                   help="blocks on top of a request before it is taken (reorg safety; 0 on a dev chain)")
     p.add_argument("-v", "--verbose", action="store_true")
 
 

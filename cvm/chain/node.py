@@ -96,7 +96,7 @@ class Job:
 class Operator:
     def __init__(self, w3: Web3, account: LocalAccount, oracle_address: str, store: ModelStore,
                  db_path: str | os.PathLike, backend: str = "numba", from_block: int = 0,
-                 retry_delay: float = RETRY_DELAY):
+                 retry_delay: float = RETRY_DELAY, confirmations: int = 0):
         self.w3 = w3
         self.account = account
         self.oracle = contract_at(w3, "InferenceOracle", oracle_address)
@@ -104,6 +104,7 @@ class Operator:
         self.store = store
         self.backend = backend
         self.retry_delay = retry_delay
+        self.confirmations = confirmations  # a request is taken once this many blocks are on top of it
         self._retry_at: dict[int, float] = {}  # request id -> time.monotonic() of its next try
         self.name = f"node {account.address[:10]}"
         self.db = sqlite3.connect(db_path)
@@ -188,8 +189,9 @@ class Operator:
                             self.name, job.request_id, job.state, attempts, delay, e)
 
     def scan(self) -> int:
-        """Records InferenceRequested events from the next unread block to the latest one."""
-        start, latest = int(self._meta("next_block")), self.w3.eth.block_number
+        """Records InferenceRequested events from the next unread block to the latest one that has
+        `confirmations` blocks on top (a request in a block that a reorg may drop is not taken yet)."""
+        start, latest = int(self._meta("next_block")), self.w3.eth.block_number - self.confirmations
         found = 0
         while start <= latest:
             end = min(start + LOG_CHUNK - 1, latest)
@@ -242,6 +244,11 @@ class Operator:
             log.info("%s: request %d: committed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
 
         elif job.state == "committed":
+            if commitment_on_chain == ZERO32:  # the commit was dropped (a reorg): send it again, same salt
+                self._update(job, state="seen", commit_tx=None)
+                log.warning("%s: request %d: commitment no longer on chain, committing again", self.name,
+                            job.request_id)
+                return
             if vote_on_chain != ZERO32:
                 self._update(job, state="revealed")
                 log.info("%s: request %d: reveal found on chain", self.name, job.request_id)
@@ -258,6 +265,10 @@ class Operator:
             log.info("%s: request %d: revealed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
 
         elif job.state == "revealed":
+            if vote_on_chain == ZERO32 and status == Status.PENDING:  # the reveal was dropped: again
+                self._update(job, state="committed", reveal_tx=None)
+                log.warning("%s: request %d: reveal no longer on chain, revealing again", self.name, job.request_id)
+                return
             everyone_revealed = req["reveals"] >= req["commits"]
             if req["settled"] or (status == Status.FINALIZED and everyone_revealed):
                 self._finish(job, req)
@@ -334,7 +345,8 @@ def run_node(args: argparse.Namespace) -> int:
     w3 = Web3(Web3.HTTPProvider(args.rpc))
     store = ModelStore(args.models)
     db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
-    op = Operator(w3, account, args.oracle, store, db, backend=args.backend, from_block=args.from_block)
+    op = Operator(w3, account, args.oracle, store, db, backend=args.backend, from_block=args.from_block,
+                  confirmations=args.confirmations)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)  # a service manager's stop: log it and leave cleanly
     try:
         op.run(poll_interval=args.poll)

@@ -181,6 +181,44 @@ def test_unknown_model_is_given_up(env, tmp_path):
     assert sqlite3.connect(tmp_path / "op0.sqlite").execute("SELECT salt FROM requests").fetchone() == (None,)
 
 
+def test_a_reorg_that_drops_commit_and_reveal_is_repaired(env, tmp_path):
+    """eth-tester's snapshots stand for a reorg: the blocks with the operator's commit (then its
+    reveal) vanish. The operator notices on its next step and sends them again, with the same salt."""
+    env.stake_all()
+    data, y = env.sample()
+    rid = env.request(data)
+    before_commit = env.chain.tester.take_snapshot()
+    ops = [make_operator(env, tmp_path, i) for i in range(3)]
+    ops[0].step()
+    first = env.oracle.functions.getSubmission(rid, env.operators[0].address).call()[0]
+    env.chain.tester.revert_to_snapshot(before_commit)
+    assert env.request_state(rid)["commits"] == 0
+    ops[0].step()
+    job = ops[0].job(rid)
+    assert job.state == "committed"
+    assert env.oracle.functions.getSubmission(rid, env.operators[0].address).call()[0] == first  # same salt
+    for op in ops[1:]:
+        op.step()  # the committee is full: the reveal phase opens
+    ops[0].step()
+    assert ops[0].job(rid).state == "revealed"
+    env.chain.tester.revert_to_snapshot(before_commit)  # commits and reveal all gone
+    state = run_until_final(env, ops, rid)
+    assert state["status"] == Status.FINALIZED and bytes(state["outputHash"]) == cvm.output_hash(y)
+
+
+def test_requests_wait_for_confirmations(env, tmp_path):
+    env.stake_all()
+    rid = env.request(env.sample()[0])
+    op = Operator(env.w3, env.operators[0], env.oracle.address, env.store, tmp_path / "op0.sqlite",
+                  backend=BACKEND, confirmations=2)
+    op.step()
+    assert op.job(rid) is None  # its block has no confirmations yet
+    for _ in range(2):
+        env.chain.tester.mine_blocks(1)
+    op.step()
+    assert op.job(rid).state == "committed"
+
+
 def test_a_model_registered_below_its_gas_is_not_served(env, tmp_path):
     """The fee is priced from the registered gas: an author who registers less than the model's
     static cost gets no operator to work below cost (the request expires and is refunded)."""
