@@ -2,6 +2,7 @@
 integer tensor that represents it and its scale (float value = integer * scale)."""
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -70,7 +71,8 @@ class Quantizer:
         self.cfg = config
         self.b = cvm.GraphBuilder()
         self.q: dict[str, QT] = {}
-        self._verifier: Verifier | None = None  # proves the nodes emitted so far, each once
+        self._verifier = Verifier(self.b.opset)  # proves what was emitted so far, each item once
+        self._verified_inputs = self._verified_constants = 0
         self._names: set[str] = set()
 
     def op(self, op: str, *inputs: str, name: str, **attrs) -> str:
@@ -96,27 +98,17 @@ class Quantizer:
         """The verifier's facts (bounds, shapes) on the graph built so far. The builder only
         appends, so each new input, constant and node is verified once, when first needed."""
         v = self._verifier
-        if v is None:
-            v = self._verifier = Verifier(self.b.opset)
-            self._seen_inputs = self._seen_constants = 0
-        for inp in self.b.inputs[self._seen_inputs:]:
+        for inp in self.b.inputs[self._verified_inputs:]:
             v.add_input(inp)
-        self._seen_inputs = len(self.b.inputs)
-        if len(self.b.constants) > self._seen_constants:
-            for name in list(self.b.constants)[self._seen_constants:]:
-                v.add_constant(name, self.b.constants[name])
-            self._seen_constants = len(self.b.constants)
+        self._verified_inputs = len(self.b.inputs)
+        for name in itertools.islice(self.b.constants, self._verified_constants, None):
+            v.add_constant(name, self.b.constants[name])
+        self._verified_constants = len(self.b.constants)
         for node in self.b.nodes[len(v.attrs):]:
             v.add_node(node)
         return v
 
     def interval(self, name: str) -> tuple[int, int]:
-        if name in self.b.constants:
-            c = self.b.constants[name]
-            return int(c.min()), int(c.max())
-        for i in self.b.inputs:
-            if i.name == name:
-                return -qmax(i.bits), qmax(i.bits)
         info = self.analysis().tensors[name]
         return info.lo, info.hi
 
@@ -176,7 +168,4 @@ class Quantizer:
         return qw, scale
 
     def shape_of(self, name: str) -> tuple[int, ...]:
-        for i in self.b.inputs:
-            if i.name == name:
-                return i.shape
         return self.analysis().tensors[name].shape
