@@ -13,3 +13,10 @@ MAX_NAME_LENGTH = 128
 MAX_LUT_SIZE = 1 << 16
 MAX_SHIFT = 62
 MAX_BITS = 32  # every tensor must fit int32
+
+# Attribute bounds (docs/spec.md, "Attribute bounds"): every value an implementation must hold while
+# evaluating an accepted model then fits int64 (index arithmetic) or int32 (values).
+MAX_GEOMETRY = MAX_DIM  # any stride, dilation, pad, pooling-kernel extent or slice step
+MIN_CLIP = -(1 << 31)  # clip bounds lie in the int32 range
+MAX_CLIP = (1 << 31) - 1
+MAX_AXIS = MAX_RANK - 1  # an axis attribute that is not checked against a rank (requant per tensor)

@@ -14,6 +14,7 @@ from . import gas, limits
 from .errors import LimitError, VerifyError
 from .ir import Graph
 from .ops import OPSETS, Arg, RuleError
+from .ops.base import ConstStats
 from .ops.base import elements
 from .values import DTYPE_NAMES, bits_for, bits_max, storage_dtype
 
@@ -78,7 +79,7 @@ class Verifier:
             raise VerifyError("structure.opset", f"unknown opset {opset}; known: {sorted(OPSETS)}")
         self.opset = opset
         self.tensors: dict[str, TensorInfo] = {}
-        self.constants: dict[str, np.ndarray] = {}
+        self.constants: dict[str, ConstStats] = {}
         self.attrs: list[dict] = []
         self.costs: list[int] = []
         self.const_elements = self.act_bytes = self.acc_bits = 0
@@ -104,7 +105,7 @@ class Verifier:
         self.const_elements += values.size
         lo, hi = int(values.min()), int(values.max())
         info = self._define(name, TensorInfo(tuple(values.shape), lo, hi, bits_for(lo, hi), "const"), "constant")
-        self.constants[name] = values
+        self.constants[name] = ConstStats(values)
         return info
 
     def check_constants(self) -> None:
@@ -128,12 +129,13 @@ class Verifier:
             info = self.tensors.get(name)
             if info is None:
                 raise VerifyError("structure.order", f"input {name!r} is not defined before this node", where)
-            const = self.constants.get(name) if info.kind == "const" else None
+            stats = self.constants.get(name) if info.kind == "const" else None
+            const = None if stats is None else stats.values
             if pos in opdef.const_inputs and const is None:
                 raise VerifyError("node.const_input", f"{node.op} input {pos} ({name!r}) must be a constant", where)
             if pos in opdef.activation_inputs and const is not None:
                 raise VerifyError("node.activation_input", f"{node.op} input {pos} ({name!r}) must not be a constant", where)
-            args.append(Arg(info.shape, info.lo, info.hi, const))
+            args.append(Arg(info.shape, info.lo, info.hi, const, stats))
         if all(a.is_const for a in args):
             raise VerifyError("node.const_only", f"{node.op} has only constant inputs (fold it at conversion)", where)
         try:
@@ -149,16 +151,20 @@ class Verifier:
             self.acc_bits = max(self.acc_bits, bits)
         info = self._define(node.output, TensorInfo(shape, int(lo), int(hi), bits, "activation"), "node output")
         self.act_bytes += elements(shape) * storage_dtype(bits).itemsize
+        self._check_memory(where)  # after every node: later nodes' work is never done for a model over the limit
         self.attrs.append(attrs)
         self.costs.append(cost)
         return info
+
+    def _check_memory(self, where: str) -> None:
+        if self.act_bytes > limits.MAX_ACTIVATION_BYTES:
+            raise LimitError("limits.memory", f"activations need {self.act_bytes} bytes per sample > "
+                                              f"{limits.MAX_ACTIVATION_BYTES}", where)
 
     def finish(self, outputs: list[str]) -> Analysis:
         self.check_constants()
         if not outputs:
             raise VerifyError("structure.outputs", "the model has no outputs")
-        if self.act_bytes > limits.MAX_ACTIVATION_BYTES:
-            raise LimitError("limits.memory", f"activations need {self.act_bytes} bytes per sample > {limits.MAX_ACTIVATION_BYTES}")
         if len(set(outputs)) != len(outputs):
             raise VerifyError("structure.outputs", "an output is listed twice")
         for name in outputs:

@@ -9,29 +9,54 @@ import numpy as np
 
 from ..ir import Graph
 from ..ops import OPSETS
+from ..ops.base import elements
 from ..verify import Analysis
 from ..values import storage_dtype
 
 
+WORKING_BYTES = 1 << 28  # int64 working set of one node for one chunk of samples (the batch is cut to fit)
+
+
 def run(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
-    """Outputs by name; with keep_all, every input and node output (for debugging and `mrt eval`)."""
+    """Outputs by name; with keep_all, every input and node output (for debugging and `mrt eval`).
+
+    Samples are independent, so the batch runs in chunks whose int64 temporaries fit WORKING_BYTES;
+    between nodes every tensor is held in its storage dtype. Memory is then the run's activations at
+    their storage size (what MAX_RUN_BYTES admits) plus one node's working set."""
+    batch = next(iter(inputs.values())).shape[0]
+    chunk = max(1, WORKING_BYTES // (8 * _widest_node(graph, analysis)))
+    parts = [_run_chunk(graph, analysis, {k: v[i:i + chunk] for k, v in inputs.items()}, keep_all)
+             for i in range(0, batch, chunk)]
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+
+def _widest_node(graph: Graph, analysis: Analysis) -> int:
+    """Per-sample elements a node may hold as int64 at once: its inputs and its output."""
+    size = {name: elements(info.shape) for name, info in analysis.tensors.items() if info.kind != "const"}
+    return max((sum(size.get(n, 0) for n in node.inputs) + size[node.output] for node in graph.nodes), default=1)
+
+
+def _run_chunk(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], keep_all: bool) -> dict[str, np.ndarray]:
     ops = OPSETS[graph.opset]
-    env = {name: v.astype(np.int64) for name, v in inputs.items()}
+    env = {name: v.astype(storage_dtype(analysis.tensors[name].bits)) for name, v in inputs.items()}
     consts = {name: v.astype(np.int64) for name, v in graph.constants.items()}
     last_use = {name: i for i, node in enumerate(graph.nodes) for name in node.inputs}
     keep = set(graph.outputs) | (set(last_use) if keep_all else set())
     for i, (node, attrs) in enumerate(zip(graph.nodes, analysis.attrs)):
-        args = [env[n] if n in env else consts[n] for n in node.inputs]
+        args = [env[n].astype(np.int64) if n in env else consts[n] for n in node.inputs]
         out = ops[node.op].reference(*args, **attrs)
         info = analysis.tensors[node.output]
         assert out.shape[1:] == info.shape, f"{node.output}: shape {out.shape[1:]} != proven {info.shape}"
         assert out.size == 0 or (out.min() >= info.lo and out.max() <= info.hi), f"{node.output}: value outside its proof"
-        env[node.output] = out
+        env[node.output] = out.astype(storage_dtype(info.bits))
+        del args, out
         for name in node.inputs:
             if last_use.get(name) == i and name not in keep and name in env:
                 del env[name]
     names = list(env) if keep_all else graph.outputs
-    return {name: env[name].astype(storage_dtype(analysis.tensors[name].bits)) for name in names}
+    return {name: env[name] for name in names}
 
 
 def prepare(graph: Graph, analysis: Analysis):

@@ -21,15 +21,40 @@ class RuleError(Exception):
         super().__init__(message)
 
 
+def row_sums(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (axis 0, the rest flattened): the sums of the positive and of the negative entries,
+    int64 (at most 2^24 entries of at most 2^31 in magnitude: below 2^55)."""
+    rows = values.reshape(values.shape[0], -1).astype(np.int64)
+    return np.where(rows > 0, rows, 0).sum(axis=1), np.where(rows < 0, rows, 0).sum(axis=1)
+
+
+class ConstStats:
+    """Facts about one constant that several nodes may need, computed once: the verifier shares one
+    per constant, so a weight read by many nodes costs its size once, not once per node."""
+
+    def __init__(self, values: np.ndarray):
+        self.values = values
+        self._row_sums: tuple[np.ndarray, np.ndarray] | None = None
+
+    def row_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._row_sums is None:
+            self._row_sums = row_sums(self.values)
+        return self._row_sums
+
+
 @dataclass(frozen=True)
 class Arg:
     """What the verifier knows about one input of a node: shape, proven interval, and the
-    constant's values when the input is a constant."""
+    constant's values (and shared facts about them) when the input is a constant."""
 
     shape: Shape
     lo: int
     hi: int
     const: np.ndarray | None = None
+    stats: ConstStats | None = None
+
+    def row_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        return (self.stats or ConstStats(self.const)).row_sums()
 
     @property
     def is_const(self) -> bool:
@@ -88,6 +113,13 @@ def elements(shape: Shape) -> int:
 def require(cond: bool, rule: str, message: str) -> None:
     if not cond:
         raise RuleError(rule, message)
+
+
+def require_range(values, lo: int, hi: int, rule: str, what: str) -> None:
+    """Every value in lo..hi (docs/spec.md, "Attribute bounds")."""
+    if not all(lo <= v <= hi for v in values):
+        shown = list(values[:8]) + (["..."] if len(values) > 8 else [])
+        raise RuleError(rule, f"{what} must each be in {lo}..{hi}, got {shown}")
 
 
 def check_axis(axis: int, rank: int, what: str = "axis") -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import gas
+from ..limits import MAX_CLIP, MIN_CLIP
 from .base import Attr, OpDef, broadcast_shapes, corners, elements, require
 
 
@@ -50,7 +51,8 @@ RELU = OpDef("relu", 1, 1, {}, _unary_shape, lambda args, a, out: (max(args[0].l
 
 
 def clip_shape(args, a):
-    require(a["lo"] <= a["hi"], "attrs.clip", f"clip needs lo <= hi, got lo={a['lo']} hi={a['hi']}")
+    require(MIN_CLIP <= a["lo"] <= a["hi"] <= MAX_CLIP, "attrs.clip",
+            f"clip needs {MIN_CLIP} <= lo <= hi <= {MAX_CLIP}, got lo={a['lo']} hi={a['hi']}")
     return args[0].shape
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import gas
-from .base import Attr, OpDef, elements, require, with_batch
+from ..limits import MAX_GEOMETRY
+from .base import Attr, OpDef, elements, require, require_range, with_batch
 
 
 def _same_bound(args, a, out):
@@ -68,8 +69,8 @@ CONCAT = OpDef("concat", 1, -1, {"axis": Attr("int")}, concat_shape,
 
 def pad_shape(args, a):
     x, pads = args[0].shape, a["pads"]
-    require(len(pads) == 2 * len(x) and min(pads, default=0) >= 0, "attrs.pads",
-            f"pads must be {2 * len(x)} ints >= 0 (all begins, then all ends), got {list(pads)}")
+    require(len(pads) == 2 * len(x), "attrs.pads", f"pads must be {2 * len(x)} ints (all begins, then all ends)")
+    require_range(pads, 0, MAX_GEOMETRY, "attrs.pads", "pads")
     return tuple(d + pads[i] + pads[i + len(x)] for i, d in enumerate(x))
 
 
@@ -90,7 +91,8 @@ def slice_shape(args, a):
             f"starts, ends and steps need one entry per axis ({len(x)})")
     out = []
     for d, s, e, k in zip(x, starts, ends, steps):
-        require(k >= 1 and 0 <= s < e <= d, "attrs.slice", f"slice [{s}:{e}:{k}] is not a non-empty range of 0..{d}")
+        require(1 <= k <= MAX_GEOMETRY and 0 <= s < e <= d, "attrs.slice",
+                f"slice [{s}:{e}:{k}] is not a non-empty range of 0..{d} with a step in 1..{MAX_GEOMETRY}")
         out.append((e - s + k - 1) // k)
     return tuple(out)
 

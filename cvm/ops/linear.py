@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import gas
-from .base import Arg, Attr, OpDef, RuleError, elements, require
+from ..limits import MAX_GEOMETRY
+from . import window
+from .base import Arg, Attr, OpDef, elements, require, require_range, row_sums
 
 
 def _hull0(arg: Arg) -> tuple[int, int]:
@@ -18,14 +20,25 @@ def _hull0(arg: Arg) -> tuple[int, int]:
 
 def _weighted_bound(w_rows: np.ndarray, x: tuple[int, int], bias: np.ndarray | None) -> tuple[int, int]:
     """[min, max] over output channels of sum_k w[o,k]*x_k + b[o], x_k in x (x contains 0)."""
-    pos = np.where(w_rows > 0, w_rows, 0).astype(np.int64).sum(axis=1)
-    neg = np.where(w_rows < 0, w_rows, 0).astype(np.int64).sum(axis=1)
-    b = np.zeros(len(w_rows), np.int64) if bias is None else bias.astype(np.int64)
+    return _bound_from_sums(row_sums(w_rows), x, bias)
+
+
+def _bound_from_sums(sums: tuple[np.ndarray, np.ndarray], x: tuple[int, int], bias: np.ndarray | None):
+    """The bound of `_weighted_bound` from the row sums P_o, N_o, vectorised and exact.
+
+    max(c, 0) / min(c, 0): partial sums stay inside whether accumulation starts from the bias or adds it
+    last. hi_o = P_o*xhi + N_o*xlo + max(b_o, 0) is a sum of three terms >= 0 (lo_o: three terms <= 0),
+    so when each term is below 2^61 in magnitude int64 holds them exactly; otherwise (the node is then
+    rejected by bits.overflow anyway) the exact value comes from Python integers."""
+    pos, neg = sums
+    b = np.zeros(len(pos), np.int64) if bias is None else bias.astype(np.int64)
     xlo, xhi = x
-    # max(c, 0) / min(c, 0): partial sums stay inside whether accumulation starts from the bias or adds it last
-    his = [int(p) * xhi + int(n) * xlo + max(int(c), 0) for p, n, c in zip(pos, neg, b)]
-    los = [int(p) * xlo + int(n) * xhi + min(int(c), 0) for p, n, c in zip(pos, neg, b)]
-    return min(los), max(his)
+    safe = 1 << 61
+    if max(int(pos.max(initial=0)), -int(neg.min(initial=0))) * max(-xlo, xhi) >= safe:
+        pos, neg, b = pos.astype(object), neg.astype(object), b.astype(object)
+    his = pos * xhi + neg * xlo + np.maximum(b, 0)
+    los = pos * xlo + neg * xhi + np.minimum(b, 0)
+    return int(los.min()), int(his.max())
 
 
 # ---------------------------------------------------------------- conv2d
@@ -33,15 +46,16 @@ def _weighted_bound(w_rows: np.ndarray, x: tuple[int, int], bias: np.ndarray | N
 def _conv_geometry(x: tuple, w: tuple, a: dict) -> tuple[int, int]:
     (_, h, wd), (_, _, kh, kw) = x, w
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilations"], a["pads"]
-    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    return oh, ow
+    return window.out_size(h, kh, sh, dh, pt, pb), window.out_size(wd, kw, sw, dw, pl, pr)
 
 
 def _conv_check_attrs(a: dict) -> None:
-    require(len(a["strides"]) == 2 and min(a["strides"]) >= 1, "attrs.strides", "strides must be 2 ints >= 1")
-    require(len(a["dilations"]) == 2 and min(a["dilations"]) >= 1, "attrs.dilations", "dilations must be 2 ints >= 1")
-    require(len(a["pads"]) == 4 and min(a["pads"]) >= 0, "attrs.pads", "pads must be 4 ints >= 0 (top, left, bottom, right)")
+    require(len(a["strides"]) == 2, "attrs.strides", "strides must be 2 ints")
+    require_range(a["strides"], 1, MAX_GEOMETRY, "attrs.strides", "strides")
+    require(len(a["dilations"]) == 2, "attrs.dilations", "dilations must be 2 ints")
+    require_range(a["dilations"], 1, MAX_GEOMETRY, "attrs.dilations", "dilations")
+    require(len(a["pads"]) == 4, "attrs.pads", "pads must be 4 ints (top, left, bottom, right)")
+    require_range(a["pads"], 0, MAX_GEOMETRY, "attrs.pads", "pads")
 
 
 def conv2d_shape(args, a):
@@ -60,9 +74,8 @@ def conv2d_shape(args, a):
 
 
 def conv2d_bound(args, a, out):
-    w = args[1].const
     bias = args[2].const if len(args) == 3 else None
-    return _weighted_bound(w.reshape(w.shape[0], -1), _hull0(args[0]), bias)
+    return _bound_from_sums(args[1].row_sums(), _hull0(args[0]), bias)
 
 
 def conv2d_cost(args, a, out):
@@ -71,19 +84,24 @@ def conv2d_cost(args, a, out):
 
 
 def conv2d_ref(x, w, b=None, *, strides, pads, dilations, groups):
+    """Sum over the pieces of window.axis_pieces: the padding is never materialised, and the Python
+    loop runs min(KH, OH) * min(KW, OW) times."""
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
-    n, c, _, _ = x.shape
+    n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh, ow = _conv_geometry(x.shape[1:], w.shape, dict(strides=strides, pads=pads, dilations=dilations))
-    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    xg = xp.reshape(n, groups, cg, *xp.shape[2:])
+    xg = x.reshape(n, groups, cg, h, wd)
     wg = w.reshape(groups, o // groups, cg, kh, kw)
-    out = np.zeros((n, groups, o // groups, oh, ow), np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            patch = xg[:, :, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-            out += np.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j])
-    out = out.reshape(n, o, oh, ow)
+    out = np.zeros((n, o, oh, ow), np.int64)
+    for ph in window.axis_pieces(h, oh, kh, sh, dh, pt):
+        for pw in window.axis_pieces(wd, ow, kw, sw, dw, pl):
+            xs = xg[:, :, :, ph.src, pw.src]
+            ws = wg[:, :, :, ph.tap, pw.tap]
+            hx, hw = ("h", "") if ph.tap_major else ("u", "u")
+            vx, vw = ("w", "") if pw.tap_major else ("v", "v")
+            y = np.einsum(f"ngc{hx}{vx},goc{hw}{vw}->ngo{hx if ph.tap_major else ''}{vx if pw.tap_major else ''}",
+                          xs, ws)
+            out[:, :, ph.out, pw.out] += y.reshape(n, o, ph.out.stop - ph.out.start, pw.out.stop - pw.out.start)
     if b is not None:
         out += b[None, :, None, None]
     return out
@@ -113,7 +131,7 @@ def dense_shape(args, a):
 
 def dense_bound(args, a, out):
     bias = args[2].const if len(args) == 3 else None
-    return _weighted_bound(args[1].const, _hull0(args[0]), bias)
+    return _bound_from_sums(args[1].row_sums(), _hull0(args[0]), bias)
 
 
 def dense_cost(args, a, out):

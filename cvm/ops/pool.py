@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import gas
-from ..limits import MAX_DIM
-from .base import Attr, OpDef, elements, require, with_batch
+from ..limits import MAX_DIM, MAX_GEOMETRY
+from . import window
+from .base import Attr, OpDef, elements, require, require_range, with_batch
 
 _SENTINEL = np.iinfo(np.int64).min
 
@@ -13,36 +14,22 @@ _SENTINEL = np.iinfo(np.int64).min
 def _pool_geometry(shape, a):
     (_, h, w), (kh, kw) = shape, a["kernel"]
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilations"], a["pads"]
-    return (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
-
-
-def _window_hits(a: int, size: int, k: int, d: int) -> bool:
-    """Window with first tap at a (taps a, a+d, ..., a+(k-1)d) has a tap in [0, size)."""
-    if a >= 0:
-        return a < size
-    t0 = (-a + d - 1) // d  # first tap at or after 0
-    return t0 < k and a + t0 * d < size
-
-
-def _taps_hit(n_out, size, k, s, d, pad_before) -> bool:
-    """Every window along one axis has at least one tap inside the unpadded input. Only windows
-    that start in the padding (a < 0) or past the input (the last one) can miss: O(pads / stride)."""
-    starts_before = min(n_out, (pad_before + s - 1) // s)
-    return (all(_window_hits(o * s - pad_before, size, k, d) for o in range(starts_before))
-            and _window_hits((n_out - 1) * s - pad_before, size, k, d))
+    return window.out_size(h, kh, sh, dh, pt, pb), window.out_size(w, kw, sw, dw, pl, pr)
 
 
 def max_pool2d_shape(args, a):
     x = args[0].shape
     require(len(x) == 3, "shape.rank", f"max_pool2d input must be [C,H,W] per sample, got {x}")
     for key, n in (("kernel", 2), ("strides", 2), ("dilations", 2)):
-        require(len(a[key]) == n and min(a[key]) >= 1, f"attrs.{key}", f"{key} must be {n} ints >= 1")
-    require(len(a["pads"]) == 4 and min(a["pads"]) >= 0, "attrs.pads", "pads must be 4 ints >= 0")
+        require(len(a[key]) == n, f"attrs.{key}", f"{key} must be {n} ints")
+        require_range(a[key], 1, MAX_GEOMETRY, f"attrs.{key}", key)
+    require(len(a["pads"]) == 4, "attrs.pads", "pads must be 4 ints")
+    require_range(a["pads"], 0, MAX_GEOMETRY, "attrs.pads", "pads")
     oh, ow = _pool_geometry(x, a)
     require(oh >= 1 and ow >= 1, "shape.empty", f"max_pool2d output would be empty ({oh}x{ow})")
     require(max(oh, ow) <= MAX_DIM, "limits.dim", f"max_pool2d output {oh}x{ow} exceeds {MAX_DIM} per axis")
     (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = a["kernel"], a["strides"], a["dilations"], a["pads"]
-    require(_taps_hit(oh, x[1], kh, sh, dh, pt) and _taps_hit(ow, x[2], kw, sw, dw, pl), "attrs.pads",
+    require(window.taps_hit(oh, x[1], kh, sh, dh, pt) and window.taps_hit(ow, x[2], kw, sw, dw, pl), "attrs.pads",
             "a max_pool2d window would lie entirely in the padding")
     return (x[0], oh, ow)
 
@@ -52,14 +39,18 @@ def max_pool2d_cost(args, a, out):
 
 
 def max_pool2d_ref(x, *, kernel, strides, pads, dilations):
-    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = kernel, strides, dilations, pads
+    """Max over the pieces of window.axis_pieces (taps in the padding are never read); every window
+    has a tap in the input (checked at load), so no sentinel survives."""
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = kernel, strides, dilations, pads
+    _, _, h, w = x.shape
     oh, ow = _pool_geometry(x.shape[1:], dict(kernel=kernel, strides=strides, dilations=dilations, pads=pads))
-    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=_SENTINEL)
     out = np.full(x.shape[:2] + (oh, ow), _SENTINEL, np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            tap = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-            out = np.maximum(out, tap)
+    for ph in window.axis_pieces(h, oh, kh, sh, dh, pt):
+        for pw in window.axis_pieces(w, ow, kw, sw, dw, pl):
+            axes = tuple(ax for ax, p in ((2, ph), (3, pw)) if not p.tap_major)
+            v = x[:, :, ph.src, pw.src]
+            v = v.max(axis=axes, keepdims=True) if axes else v
+            np.maximum(out[:, :, ph.out, pw.out], v, out=out[:, :, ph.out, pw.out])
     return out
 
 

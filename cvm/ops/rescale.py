@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import gas
-from ..limits import MAX_BITS, MAX_LUT_SIZE, MAX_SHIFT
+from ..limits import MAX_AXIS, MAX_BITS, MAX_LUT_SIZE, MAX_SHIFT
 from ..values import bits_max
 from .base import Attr, OpDef, RuleError, broadcast_shapes, corners, elements, require
 
@@ -27,23 +27,24 @@ def requant_shape(args, a):
     require(0 <= a["shift"] <= MAX_SHIFT, "attrs.shift", f"shift must be in 0..{MAX_SHIFT}, got {a['shift']}")
     require(1 <= a["bits"] <= MAX_BITS, "attrs.bits", f"bits must be in 1..{MAX_BITS}, got {a['bits']}")
     require(len(m) == 1, "shape.multiplier", f"multiplier must be 1-D, got shape {m}")
+    require(0 <= a["axis"] <= MAX_AXIS, "attrs.axis", f"axis must be in 0..{MAX_AXIS}, got {a['axis']}")
     if m[0] != 1:
         require(0 <= a["axis"] < len(x), "attrs.axis", f"axis {a['axis']} out of range for a rank-{len(x)} sample")
         require(x[a["axis"]] == m[0], "shape.multiplier",
                 f"{m[0]} multipliers for {x[a['axis']]} channels on axis {a['axis']}")
-    require(int(args[1].const.min()) >= 0, "value.multiplier", "multipliers must be >= 0")
+    require(args[1].lo >= 0, "value.multiplier", "multipliers must be >= 0")
     return x
 
 
 def requant_bound(args, a, out):
-    x, m, s, b = args[0], args[1].const, a["shift"], a["bits"]
-    mmax = int(m.max())
+    x, s, b = args[0], a["shift"], a["bits"]
+    mmin, mmax = args[1].lo, args[1].hi  # a constant's interval is its exact min and max
     worst = max(abs(x.lo), abs(x.hi)) * mmax + (1 << s >> 1)
     if worst > INT64_MAX:
         raise RuleError("bits.int64", f"x*multiplier + rounding term may reach {worst}, beyond int64")
     lim = bits_max(b)
-    lo = min(round_shift(x.lo * int(v), s) for v in (int(m.min()), mmax))
-    hi = max(round_shift(x.hi * int(v), s) for v in (int(m.min()), mmax))
+    lo = min(round_shift(x.lo * v, s) for v in (mmin, mmax))
+    hi = max(round_shift(x.hi * v, s) for v in (mmin, mmax))
     return min(max(lo, -lim), lim), min(max(hi, -lim), lim)
 
 
