@@ -17,14 +17,15 @@ from ..values import storage_dtype
 WORKING_BYTES = 1 << 28  # int64 working set of one node for one chunk of samples (the batch is cut to fit)
 
 
-def run(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], keep_all: bool = False) -> dict[str, np.ndarray]:
+def run(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], keep_all: bool = False,
+        chunk: int | None = None) -> dict[str, np.ndarray]:
     """Outputs by name; with keep_all, every input and node output (for debugging and `mrt eval`).
 
     Samples are independent, so the batch runs in chunks whose int64 temporaries fit WORKING_BYTES;
     between nodes every tensor is held in its storage dtype. Memory is then the run's activations at
     their storage size (what MAX_RUN_BYTES admits) plus one node's working set."""
     batch = next(iter(inputs.values())).shape[0]
-    chunk = max(1, WORKING_BYTES // (8 * _widest_node(graph, analysis)))
+    chunk = chunk or chunk_size(graph, analysis)
     parts = [_run_chunk(graph, analysis, {k: v[i:i + chunk] for k, v in inputs.items()}, keep_all)
              for i in range(0, batch, chunk)]
     if len(parts) == 1:
@@ -32,10 +33,12 @@ def run(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], keep_al
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
-def _widest_node(graph: Graph, analysis: Analysis) -> int:
-    """Per-sample elements a node may hold as int64 at once: its inputs and its output."""
+def chunk_size(graph: Graph, analysis: Analysis) -> int:
+    """Samples per chunk: a node holds its distinct inputs and its output as int64 at once."""
     size = {name: elements(info.shape) for name, info in analysis.tensors.items() if info.kind != "const"}
-    return max((sum(size.get(n, 0) for n in node.inputs) + size[node.output] for node in graph.nodes), default=1)
+    widest = max((sum(size.get(n, 0) for n in dict.fromkeys(node.inputs)) + size[node.output]
+                  for node in graph.nodes), default=1)
+    return max(1, WORKING_BYTES // (8 * widest))
 
 
 def _run_chunk(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], keep_all: bool) -> dict[str, np.ndarray]:
@@ -45,14 +48,15 @@ def _run_chunk(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], 
     last_use = {name: i for i, node in enumerate(graph.nodes) for name in node.inputs}
     keep = set(graph.outputs) | (set(last_use) if keep_all else set())
     for i, (node, attrs) in enumerate(zip(graph.nodes, analysis.attrs)):
-        args = [env[n].astype(np.int64) if n in env else consts[n] for n in node.inputs]
+        wide = {n: env[n].astype(np.int64) for n in dict.fromkeys(node.inputs) if n in env}  # once per name
+        args = [wide[n] if n in wide else consts[n] for n in node.inputs]
         out = ops[node.op].reference(*args, **attrs)
         info = analysis.tensors[node.output]
         assert out.shape[1:] == info.shape, f"{node.output}: shape {out.shape[1:]} != proven {info.shape}"
         assert out.size == 0 or (out.min() >= info.lo and out.max() <= info.hi), f"{node.output}: value outside its proof"
         env[node.output] = out.astype(storage_dtype(info.bits))
-        del args, out
-        for name in node.inputs:
+        del args, wide, out
+        for name in dict.fromkeys(node.inputs):
             if last_use.get(name) == i and name not in keep and name in env:
                 del env[name]
     names = list(env) if keep_all else graph.outputs
@@ -61,4 +65,5 @@ def _run_chunk(graph: Graph, analysis: Analysis, inputs: dict[str, np.ndarray], 
 
 def prepare(graph: Graph, analysis: Analysis):
     """Backend protocol: return a runner inputs -> outputs (the reference has nothing to prepare)."""
-    return lambda inputs: run(graph, analysis, inputs)
+    chunk = chunk_size(graph, analysis)
+    return lambda inputs: run(graph, analysis, inputs, chunk=chunk)
