@@ -21,11 +21,20 @@ class RuleError(Exception):
         super().__init__(message)
 
 
-def row_sums(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def row_sums(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Per row (axis 0, the rest flattened): the sums of the positive and of the negative entries,
-    int64 (at most 2^24 entries of at most 2^31 in magnitude: below 2^55)."""
+    int64 (at most 2^24 entries of at most 2^31 in magnitude: below 2^55), and the largest magnitude
+    among them."""
     rows = values.reshape(values.shape[0], -1).astype(np.int64)
-    return np.where(rows > 0, rows, 0).sum(axis=1), np.where(rows < 0, rows, 0).sum(axis=1)
+    pos, neg = np.where(rows > 0, rows, 0).sum(axis=1), np.where(rows < 0, rows, 0).sum(axis=1)
+    return pos, neg, max(int(pos.max(initial=0)), -int(neg.min(initial=0)))
+
+
+def bias_sides(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """max(b, 0) and min(b, 0), int64 (the bias counts only on the side where it widens a MAC bound,
+    docs/spec.md section 6)."""
+    b = values.astype(np.int64)
+    return np.maximum(b, 0), np.minimum(b, 0)
 
 
 class ConstStats:
@@ -34,12 +43,18 @@ class ConstStats:
 
     def __init__(self, values: np.ndarray):
         self.values = values
-        self._row_sums: tuple[np.ndarray, np.ndarray] | None = None
+        self._cache: dict[str, tuple] = {}
 
-    def row_sums(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._row_sums is None:
-            self._row_sums = row_sums(self.values)
-        return self._row_sums
+    def _get(self, key: str, compute) -> tuple:
+        if key not in self._cache:
+            self._cache[key] = compute(self.values)
+        return self._cache[key]
+
+    def row_sums(self) -> tuple[np.ndarray, np.ndarray, int]:
+        return self._get("row_sums", row_sums)
+
+    def bias_sides(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._get("bias_sides", bias_sides)
 
 
 @dataclass(frozen=True)
@@ -53,8 +68,11 @@ class Arg:
     const: np.ndarray | None = None
     stats: ConstStats | None = None
 
-    def row_sums(self) -> tuple[np.ndarray, np.ndarray]:
+    def row_sums(self) -> tuple[np.ndarray, np.ndarray, int]:
         return (self.stats or ConstStats(self.const)).row_sums()
+
+    def bias_sides(self) -> tuple[np.ndarray, np.ndarray]:
+        return (self.stats or ConstStats(self.const)).bias_sides()
 
     @property
     def is_const(self) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 from .. import gas
 from ..limits import MAX_GEOMETRY
 from . import window
-from .base import Arg, Attr, OpDef, elements, require, require_range, row_sums
+from .base import Arg, Attr, OpDef, elements, require, require_range, row_sums, bias_sides
 
 
 def _hull0(arg: Arg) -> tuple[int, int]:
@@ -20,25 +20,33 @@ def _hull0(arg: Arg) -> tuple[int, int]:
 
 def _weighted_bound(w_rows: np.ndarray, x: tuple[int, int], bias: np.ndarray | None) -> tuple[int, int]:
     """[min, max] over output channels of sum_k w[o,k]*x_k + b[o], x_k in x (x contains 0)."""
-    return _bound_from_sums(row_sums(w_rows), x, bias)
+    return _bound_from_sums(row_sums(w_rows), x, None if bias is None else bias_sides(bias))
 
 
-def _bound_from_sums(sums: tuple[np.ndarray, np.ndarray], x: tuple[int, int], bias: np.ndarray | None):
-    """The bound of `_weighted_bound` from the row sums P_o, N_o, vectorised and exact.
+def _mac_bound(args) -> tuple[int, int]:
+    """conv2d / dense: the bound from the weight's and the bias' cached facts (computed once per constant)."""
+    return _bound_from_sums(args[1].row_sums(), _hull0(args[0]), args[2].bias_sides() if len(args) == 3 else None)
 
-    max(c, 0) / min(c, 0): partial sums stay inside whether accumulation starts from the bias or adds it
-    last. hi_o = P_o*xhi + N_o*xlo + max(b_o, 0) is a sum of three terms >= 0 (lo_o: three terms <= 0),
+
+def _bound_from_sums(sums: tuple, x: tuple[int, int], sides: tuple | None) -> tuple[int, int]:
+    """The bound of `_weighted_bound` from the row sums (P_o, N_o, max magnitude) and the bias sides
+    (max(b_o, 0), min(b_o, 0)), vectorised and exact.
+
+    Partial sums stay inside whether accumulation starts from the bias or adds it last.
+    hi_o = P_o*xhi + N_o*xlo + max(b_o, 0) is a sum of three terms >= 0 (lo_o: three terms <= 0),
     so when each term is below 2^61 in magnitude int64 holds them exactly; otherwise (the node is then
     rejected by bits.overflow anyway) the exact value comes from Python integers."""
-    pos, neg = sums
-    b = np.zeros(len(pos), np.int64) if bias is None else bias.astype(np.int64)
+    pos, neg, largest = sums
     xlo, xhi = x
-    safe = 1 << 61
-    if max(int(pos.max(initial=0)), -int(neg.min(initial=0))) * max(-xlo, xhi) >= safe:
-        pos, neg, b = pos.astype(object), neg.astype(object), b.astype(object)
-    his = pos * xhi + neg * xlo + np.maximum(b, 0)
-    los = pos * xlo + neg * xhi + np.minimum(b, 0)
-    return int(los.min()), int(his.max())
+    if largest * max(-xlo, xhi) >= 1 << 61:
+        pos, neg = pos.astype(object), neg.astype(object)
+    hi, lo = pos * xhi, pos * xlo
+    hi += neg * xlo
+    lo += neg * xhi
+    if sides is not None:
+        hi += sides[0]
+        lo += sides[1]
+    return int(lo.min()), int(hi.max())
 
 
 # ---------------------------------------------------------------- conv2d
@@ -74,8 +82,7 @@ def conv2d_shape(args, a):
 
 
 def conv2d_bound(args, a, out):
-    bias = args[2].const if len(args) == 3 else None
-    return _bound_from_sums(args[1].row_sums(), _hull0(args[0]), bias)
+    return _mac_bound(args)
 
 
 def conv2d_cost(args, a, out):
@@ -130,8 +137,7 @@ def dense_shape(args, a):
 
 
 def dense_bound(args, a, out):
-    bias = args[2].const if len(args) == 3 else None
-    return _bound_from_sums(args[1].row_sums(), _hull0(args[0]), bias)
+    return _mac_bound(args)
 
 
 def dense_cost(args, a, out):
