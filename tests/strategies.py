@@ -18,9 +18,12 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 import cvm
+import cvm.limits
 from cvm.values import bits_max
 
 I32 = (1 << 31) - 1
+G = cvm.limits.MAX_GEOMETRY
+FAR = (2, 1 << 10, (1 << 19) + 1, G - 1, G)  # geometry values near the verifier's bounds
 
 
 class Case:
@@ -161,6 +164,19 @@ def mac_weights(draw, shape_, k: int, xbits: int, with_bias: bool):
     return w, bias
 
 
+def far_axis(draw, size: int, k: int) -> tuple[int, int, int, int]:
+    """(stride, dilation, pad before, pad after) with values up to MAX_GEOMETRY that still leave
+    1..4 window positions: what an attacker writes to make a backend wrap, pad or loop for free."""
+    d = draw(st.sampled_from((1, 1) + FAR)) if k > 1 else draw(st.sampled_from((1,) + FAR))
+    before, after = draw(st.sampled_from((0, 1) + FAR)), draw(st.sampled_from((0, 1) + FAR))
+    span = d * (k - 1) + 1
+    after = max(after, span - size - before)
+    assume(after <= G)
+    room = size + before + after - span  # window positions - 1 at stride 1
+    s = min(G, max(1, room // draw(st.integers(1, 3)) + draw(st.integers(0, 1))))
+    return s, d, before, after
+
+
 # ------------------------------------------------------------------ families
 
 @st.composite
@@ -175,6 +191,9 @@ def conv2d_case(draw) -> Case:
     pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
     h = draw(st.integers(max(1, dh * (kh - 1) + 1 - pads[0] - pads[2]), 9))
     w = draw(st.integers(max(1, dw * (kw - 1) + 1 - pads[1] - pads[3]), 9))
+    if draw(st.integers(0, 7)) == 0:  # geometry at the verifier's bounds, tiny output
+        (sh, dh, pt, pb), (sw, dw, pl, pr) = far_axis(draw, h, kh), far_axis(draw, w, kw)
+        pads = (pt, pl, pb, pr)
     xbits = act_bits(draw)
     x = source(draw, b, (groups * cg, h, w), xbits)
     wt, bias = mac_weights(draw, (groups * og, cg, kh, kw), cg * kh * kw, xbits, draw(st.booleans()))
@@ -260,8 +279,9 @@ def clamp_case(draw) -> Case:
         y = b.op("relu", x)
     else:
         m = bits_max(bits) + 2
-        lo = draw(st.integers(-m, m))
-        y = b.op("clip", x, lo=lo, hi=draw(st.integers(lo, m + 1)))
+        lo = draw(st.one_of(st.integers(-m, m), st.just(cvm.limits.MIN_CLIP)))
+        hi = draw(st.one_of(st.integers(max(lo, -m), max(lo, m + 1)), st.just(cvm.limits.MAX_CLIP)))
+        y = b.op("clip", x, lo=lo, hi=hi)
     return finish(draw, b, y)
 
 
@@ -276,8 +296,9 @@ def requant_case(draw) -> Case:
     mbits = draw(st.sampled_from([1, 2, 8, 16, 31]))
     m = values(draw, (s[axis] if per_channel else 1,), 0, bits_max(mbits) if mbits > 1 else 1)
     shift = draw(st.one_of(st.just(0), st.just(1), st.integers(0, 62)))
+    per_tensor_axis = draw(st.sampled_from([0, 0, 0, cvm.limits.MAX_AXIS]))
     y = b.op("requant", x, b.const(m), shift=shift, bits=draw(st.sampled_from([8, 8, 1, 2, 16, 31, 32])),
-             axis=axis if per_channel else 0)
+             axis=axis if per_channel else per_tensor_axis)
     model = None
     try:
         model = b.build(y)
@@ -313,9 +334,14 @@ def max_pool_case(draw) -> Case:
             draw(st.integers(0, (kh - 1) * dh)), draw(st.integers(0, (kw - 1) * dw)))
     h = draw(st.integers(max(1, dh * (kh - 1) + 1 - pads[0] - pads[2]), 9))
     w = draw(st.integers(max(1, dw * (kw - 1) + 1 - pads[1] - pads[3]), 9))
+    strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    if draw(st.integers(0, 7)) == 0:  # geometry at the verifier's bounds, tiny output
+        (sh, dh, pt, pb), (sw, dw, pl, pr) = far_axis(draw, h, kh), far_axis(draw, w, kw)
+        pads, strides = (min(pt, (kh - 1) * dh), min(pl, (kw - 1) * dw), pb, pr), (sh, sw)
+        if draw(st.booleans()):  # a huge kernel instead of a huge dilation
+            kh, dh = draw(st.sampled_from(FAR)), 1
     x = source(draw, b, (draw(st.integers(1, 6)), h, w), act_bits(draw))
-    y = b.op("max_pool2d", x, kernel=(kh, kw), strides=(draw(st.integers(1, 3)), draw(st.integers(1, 3))),
-             dilations=(dh, dw), pads=pads)
+    y = b.op("max_pool2d", x, kernel=(kh, kw), strides=strides, dilations=(dh, dw), pads=pads)
     return finish(draw, b, y)
 
 
@@ -363,7 +389,8 @@ def layout_case(draw) -> Case:
     else:
         starts = [draw(st.integers(0, d - 1)) for d in s]
         ends = [draw(st.integers(st_ + 1, d)) for st_, d in zip(starts, s)]
-        y = b.op("slice", x, starts=starts, ends=ends, steps=[draw(st.integers(1, 3)) for _ in s])
+        steps = [draw(st.one_of(st.integers(1, 3), st.sampled_from(FAR))) for _ in s]
+        y = b.op("slice", x, starts=starts, ends=ends, steps=steps)
     outputs = [y]
     if draw(st.booleans()):  # something that reads the result (a layout change before a kernel op)
         outputs = [b.op("relu", y)]

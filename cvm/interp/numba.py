@@ -30,6 +30,7 @@ LOWERINGS = {
 }
 ISAS = ("auto", "vnni", "portable")
 MAX_BOUND_BATCHES = 4  # buffer sets kept per thread
+MAX_BOUND_BYTES = 1 << 30  # bytes of buffer sets kept per thread; a larger set serves its call and is dropped
 
 
 def host_has_vnni() -> bool:
@@ -55,6 +56,7 @@ class _Bound:
         env = {name: np.empty((batch,) + p.values[name].stored, p.values[name].dtype) for name in
                (i.name for i in p.graph.inputs)}
         self.inputs = [(name, env[name]) for name in env]
+        self.nbytes = sum(a.nbytes for a in env.values())
         self.calls = []
         for step in p.steps:
             ins = [env[n] for n in step.inputs]
@@ -62,6 +64,7 @@ class _Bound:
                 env[step.output] = step.view(ins[0])
                 continue
             out = np.empty((batch,) + step.value.stored, step.value.dtype)
+            self.nbytes += out.nbytes + batch * step.scratch
             self.calls.extend(step.bind(ins, out))
             env[step.output] = out
         self.outputs = [(name, canonical(env[stored], p.values[stored])) for name, stored in outputs.items()]
@@ -84,16 +87,25 @@ class Runner:
         self._local = threading.local()
 
     def bound(self, batch: int) -> _Bound:
+        """The buffers for this batch size: kept per thread, least recently used first out, within
+        MAX_BOUND_BATCHES sets and MAX_BOUND_BYTES (a cached model costs a node bounded memory)."""
         cache = getattr(self._local, "cache", None)
         if cache is None:
             cache = self._local.cache = OrderedDict()
         b = cache.get(batch)
         if b is None:
-            b = cache[batch] = _Bound(self.plan, self.outputs, batch)
-            while len(cache) > MAX_BOUND_BATCHES:
+            b = _Bound(self.plan, self.outputs, batch)
+            if b.nbytes > MAX_BOUND_BYTES:
+                return b
+            cache[batch] = b
+            while len(cache) > MAX_BOUND_BATCHES or sum(v.nbytes for v in cache.values()) > MAX_BOUND_BYTES:
                 cache.popitem(last=False)
         cache.move_to_end(batch)
         return b
+
+    def cached_bytes(self) -> int:
+        """Bytes of the buffer sets this thread keeps."""
+        return sum(v.nbytes for v in getattr(self._local, "cache", {}).values())
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         batch = next(iter(inputs.values())).shape[0]

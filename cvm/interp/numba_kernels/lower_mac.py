@@ -17,6 +17,7 @@ from .plan import Planner
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 PAR_MIN_MACS = 1 << 24  # per thread: below this, handing work to a thread costs more than it saves
 PAR_MIN_BYTES = 1 << 20  # the same for the uint8 conversion of a VNNI input
+VNNI_PAD_FACTOR = 4  # bytes of the VNNI path's padded copy per element the node reads, writes or multiplies
 NO_RESIDUAL = np.zeros((1, 1), np.int16)  # passed when the output step has no residual add
 
 
@@ -31,8 +32,19 @@ def partial_sums_fit_int32(rows: np.ndarray, xlo: int, xhi: int, start: np.ndarr
     return True
 
 
-def choose_path(rows: np.ndarray, bias: np.ndarray, x: Value, isa: str) -> str:
-    if (isa == "vnni" and x.dtype == np.int8 and rows.min() >= -128 and rows.max() <= 127
+def padding_is_paid(geom: dict, out_channels: int, k: int) -> bool:
+    """The VNNI path copies the input, padded, as uint8: (H + pt + pb) * (W + pl + pr) * C bytes per
+    sample. Neither gas nor MAX_RUN_BYTES counts that copy (pads go up to 2^20), so the path is taken
+    only when the copy is within VNNI_PAD_FACTOR bytes per element read, written or multiplied
+    (k: the summed length of one output), all of which the node's gas pays for; otherwise the
+    portable kernels skip the taps in the padding without storing any."""
+    padded = (geom["h"] + geom["pt"] + geom["pb"]) * (geom["w"] + geom["pl"] + geom["pr"]) * geom["c"]
+    outputs = geom["oh"] * geom["ow"] * out_channels
+    return padded <= VNNI_PAD_FACTOR * (geom["h"] * geom["w"] * geom["c"] + outputs * (1 + k))
+
+
+def choose_path(rows: np.ndarray, bias: np.ndarray, x: Value, isa: str, pad_paid: bool = True) -> str:
+    if (isa == "vnni" and pad_paid and x.dtype == np.int8 and rows.min() >= -128 and rows.max() <= 127
             and partial_sums_fit_int32(rows, 0, 255, bias - 128 * rows.sum(axis=1))):
         return "vnni"
     if partial_sums_fit_int32(rows, min(x.lo, 0), max(x.hi, 0), bias):
@@ -50,7 +62,7 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     x = p.values[x_name]
     rows = w.reshape(g * og, k).astype(np.int64)
     bias = np.zeros(g * og, np.int64) if bias is None else bias.astype(np.int64)
-    path = choose_path(rows, bias, x, p.isa)
+    path = choose_path(rows, bias, x, p.isa, padding_is_paid(gm, g * og, k))
     if g > 1 and cg == 1 and og == 1 and partial_sums_fit_int32(rows, min(x.lo, 0), max(x.hi, 0), bias):
         path = "depthwise"
     ostep = p.output_step(index, channel_axis)
@@ -68,6 +80,8 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
         args = (vnni.pack_weights(w, geo), b.astype(np.int32), *tail)
         block_rows, kern = vnni.BLOCK_ROWS, vnni.conv_vnni
         min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
+
+        scratch = hp * wp * c
 
         def first(x4):
             n = x4.shape[0]
@@ -90,7 +104,7 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
         else:
             args = (w.astype(np.int64), bias.reshape(g, og), *tail)
             kern = conv.conv_i64
-        block_rows = conv.BLOCK_ROWS
+        block_rows, scratch = conv.BLOCK_ROWS, 0
 
         def first(x4):
             return x4, []
@@ -109,7 +123,7 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
             res = ins[1].reshape(out2.shape) if len(ins) > 1 else NO_RESIDUAL
             blocks = -(-out2.shape[0] // block_rows)
             return calls + [p.pool.call(kern, (src, *args, res, out2, geo), blocks, min_blocks)]
-        p.add(label, inputs, ostep.output, out_value, bind)
+        p.add(label, inputs, ostep.output, out_value, bind, scratch=scratch)
     p.at(max((index,) + ostep.nodes), emit)
     return ostep.nodes
 

@@ -30,6 +30,7 @@ class Step:
     value: Value
     bind: Callable  # (inputs: list[ndarray], out: ndarray) -> list[(fn, args)]; ignored for views
     view: Callable | None = None  # (input array) -> output array, when the output is a view
+    scratch: int = 0  # bytes per sample that bind() allocates besides the output (a padded copy)
 
     def __str__(self) -> str:
         return f"{self.output} = {self.label}({', '.join(self.inputs)}) [{self.value.layout} {self.value.dtype}]"
@@ -88,8 +89,8 @@ class Planner:
     def const(self, name: str) -> np.ndarray | None:
         return self.graph.constants.get(name)
 
-    def add(self, label, inputs, output, value, bind, view=None) -> str:
-        self.steps.append(Step(label, tuple(inputs), output, value, bind, view))
+    def add(self, label, inputs, output, value, bind, view=None, scratch: int = 0) -> str:
+        self.steps.append(Step(label, tuple(inputs), output, value, bind, view, scratch))
         self.values[output] = value
         return output
 
