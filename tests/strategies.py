@@ -381,6 +381,8 @@ def layout_case(draw) -> Case:
             ps = tuple(draw(st.integers(1, 3)) if i == axis else d for i, d in enumerate(s))
             m = bits_max(draw(st.sampled_from([8, 16])))
             parts.insert(draw(st.integers(0, len(parts))), b.const(values(draw, ps, -m, m)))
+        for _ in range(draw(st.sampled_from([0, 0, 1, 3]))):  # repeated inputs (the gather path)
+            parts.insert(draw(st.integers(0, len(parts))), draw(st.sampled_from(parts)))
         y = b.op("concat", *parts, axis=axis)
     elif op == "pad":
         pads = [draw(st.integers(0, 2)) for _ in range(2 * len(s))]

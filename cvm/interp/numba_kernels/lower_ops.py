@@ -192,20 +192,35 @@ def lower_pad(p: Planner, index, node, attrs):
 
 
 def lower_concat(p: Planner, index, node, attrs):
+    """np.concatenate into the output; when inputs repeat (one tensor listed 10^5 times costs one gas
+    per output element), each distinct input is copied once and one take() gathers the output."""
     names = [n if p.const(n) is not None else p.viewable(n) for n in node.inputs]
-    acts = [n for n in names if p.const(n) is None]
+    acts = list(dict.fromkeys(n for n in names if p.const(n) is None))
     axis = attrs["axis"] + 1
+    distinct = list(dict.fromkeys(names))
 
     def bind(ins, out):
         got = dict(zip(acts, ins))
-        parts = [np.broadcast_to(p.const(n), (out.shape[0],) + p.const(n).shape) if n not in got
-                 else canonical(got[n], p.values[n]) for n in names]
-        return [(_concat, (parts, axis, out))]
+        parts = {n: np.broadcast_to(p.const(n), (out.shape[0],) + p.const(n).shape) if n not in got
+                 else canonical(got[n], p.values[n]) for n in distinct}
+        if len(distinct) == len(names):
+            return [(_concat, ([parts[n] for n in names], axis, out))]
+        sizes = np.array([parts[n].shape[axis] for n in distinct])
+        where = {n: k for k, n in enumerate(distinct)}
+        which = np.array([where[n] for n in names])
+        lengths, starts = sizes[which], (np.cumsum(sizes) - sizes)[which]
+        gather = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        stacked = np.empty(out.shape[:axis] + (int(sizes.sum()),) + out.shape[axis + 1:], out.dtype)
+        return [(_concat, (list(parts.values()), axis, stacked)), (_take, (stacked, gather, axis, out))]
     p.add("concat", acts, node.output, p.spec_value(node.output), bind)
 
 
 def _concat(parts, axis, out):
     np.concatenate(parts, axis=axis, out=out, casting="unsafe")
+
+
+def _take(stacked, index, axis, out):
+    np.take(stacked, index, axis=axis, out=out)
 
 
 def lower_matmul(p: Planner, index, node, attrs):
