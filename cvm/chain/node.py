@@ -15,6 +15,11 @@ The salt is stored before the commit transaction is sent, and every submission f
 on-chain state (is my commitment there? my reveal?), so an operator killed at any point and
 restarted sends nothing twice and loses nothing. A reverted transaction or an RPC error is
 logged and retried with exponential backoff; the request's own deadlines end the retries.
+
+A model that cannot be loaded or run (whatever it raises) refuses its request: the request is
+marked done with a note and logged once, nothing is committed, and the other requests go on. Any
+other unexpected exception while moving one request is logged with its traceback once and retried
+with the same backoff; it never stops the loop or the other requests.
 """
 
 from __future__ import annotations
@@ -106,6 +111,7 @@ class Operator:
         self.retry_delay = retry_delay
         self.confirmations = confirmations  # a request is taken once this many blocks are on top of it
         self._retry_at: dict[int, float] = {}  # request id -> time.monotonic() of its next try
+        self._traced: dict[int, str] = {}  # request id (-1: the scan) -> the unexpected failure last logged with its traceback
         self.name = f"node {account.address[:10]}"
         self.db = sqlite3.connect(db_path)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -161,8 +167,15 @@ class Operator:
     def run(self, poll_interval: float = 1.0, stop: threading.Event | None = None) -> None:
         log.info("%s: watching oracle %s", self.name, self.oracle.address)
         stop = stop or threading.Event()
+        last_failure = None
         while not stop.is_set():
-            self.step()
+            try:
+                self.step()
+                last_failure = None
+            except Exception as e:  # step contains its own failures; this is the last line of defence
+                failure = f"{type(e).__name__}: {e}"
+                log.error("%s: step failed, going on: %s", self.name, failure, exc_info=failure != last_failure)
+                last_failure = failure
             stop.wait(poll_interval)
 
     def step(self) -> None:
@@ -172,6 +185,13 @@ class Operator:
         except RPC_ERRORS as e:
             log.warning("%s: reading request events failed, will retry: %s", self.name, e)
             return
+        except Exception as e:  # a bug or a malformed event: the requests already known still move
+            failure = f"{type(e).__name__}: {e}"
+            log.error("%s: reading request events failed, will retry: %s", self.name, failure,
+                      exc_info=self._traced.get(-1) != failure)
+            self._traced[-1] = failure  # -1: the scan
+        else:
+            self._traced.pop(-1, None)
         for job in self.jobs():
             if self._retry_at.get(job.request_id, 0.0) > time.monotonic():
                 continue
@@ -180,13 +200,25 @@ class Operator:
                 while job.state not in (state, "done"):  # as far as it goes in this step
                     state = job.state
                     self.advance(job)
+                self._traced.pop(job.request_id, None)
             except (TxFailed, *RPC_ERRORS) as e:
-                attempts = job.attempts + 1
-                delay = min(self.retry_delay * 2 ** min(attempts - 1, 16), MAX_RETRY_DELAY)
-                self._retry_at[job.request_id] = time.monotonic() + delay
-                self._update(job, attempts=attempts)
-                log.warning("%s: request %d: %s step failed (failure %d), retrying in %.1f s: %s",
-                            self.name, job.request_id, job.state, attempts, delay, e)
+                self._retry_later(job, e)
+            except Exception as e:  # a bug, not the chain: log its traceback once, retry like the rest
+                failure = f"{job.state}: {type(e).__name__}: {e}"
+                if self._traced.get(job.request_id) != failure:
+                    self._traced[job.request_id] = failure
+                    log.exception("%s: request %d: unexpected failure in the %s step", self.name,
+                                  job.request_id, job.state)
+                self._retry_later(job, e)
+
+    def _retry_later(self, job: Job, e: Exception) -> None:
+        attempts = job.attempts + 1
+        delay = min(self.retry_delay * 2 ** min(attempts - 1, 16), MAX_RETRY_DELAY)
+        self._retry_at[job.request_id] = time.monotonic() + delay
+        self._update(job, attempts=attempts)
+        detail = e if isinstance(e, (TxFailed, *RPC_ERRORS)) else f"{type(e).__name__}: {e}"
+        log.warning("%s: request %d: %s step failed (failure %d), retrying in %.1f s: %s",
+                    self.name, job.request_id, job.state, attempts, delay, detail)
 
     def scan(self) -> int:
         """Records InferenceRequested events from the next unread block to the latest one that has
@@ -291,25 +323,31 @@ class Operator:
                        logging.ERROR)
 
     def _compute(self, job: Job) -> bool:
-        """Runs the model and stores output, output hash and a fresh salt: before any commit."""
+        """Runs the model and stores output, output hash and a fresh salt: before any commit.
+        A model that cannot be loaded or run, whatever it raises, refuses the request."""
         try:
             model = self.store.get(job.model_hash)
-        except (StoreError, cvm.CVMError) as e:
-            self._done(job, f"cannot run model {job.model_hash.hex()[:12]}: {e}", logging.ERROR)
+        except Exception as e:  # StoreError, or anything a bug in loading raises
+            self._refuse(job, e)
             return False
-        registered = call_struct(self.registry.functions.getModel(job.model_hash))["gas"]
+        registered = call_struct(self.registry.functions.getModel(job.model_hash))["gas"]  # RPC errors: retried
         if registered != model.gas:  # the fee is priced from the registered gas: do not work below cost
             self._done(job, f"model {job.model_hash.hex()[:12]} is registered with gas {registered}, but its static "
                             f"cost is {model.gas}: not served", logging.ERROR)
             return False
         try:
             y = model.run(model.decode_input(job.input), backend=self.backend)
-        except cvm.CVMError as e:
-            self._done(job, f"cannot run model {job.model_hash.hex()[:12]}: {e}", logging.ERROR)
+            output, output_hash = model.encode_output(y), cvm.output_hash(y)
+        except Exception as e:  # a CVMError, or MemoryError, OverflowError, ...: the same refusal
+            self._refuse(job, e)
             return False
-        self._update(job, output=model.encode_output(y), output_hash=cvm.output_hash(y), salt=os.urandom(32))
+        self._update(job, output=output, output_hash=output_hash, salt=os.urandom(32))
         log.info("%s: request %d: output hash %s", self.name, job.request_id, job.output_hash.hex()[:16])
         return True
+
+    def _refuse(self, job: Job, e: Exception) -> None:
+        what = str(e) if isinstance(e, (StoreError, cvm.CVMError)) else f"{type(e).__name__}: {e}"
+        self._done(job, f"refused: cannot run model {job.model_hash.hex()[:12]}: {what}", logging.ERROR)
 
     def _done(self, job: Job, note: str, level: int = logging.INFO) -> None:
         self._update(job, state="done", note=note)

@@ -7,7 +7,10 @@ format (``Model.encode_output``). Gas, charged before anything runs:
     model.gas * batch + GAS_PER_BYTE * (input bytes + output bytes)
 
 An unknown model, a malformed call, a wrong input length or too little gas raise a VMError: the
-call fails, consumes all the gas given to it, and touches no state.
+call fails, consumes all the gas given to it, and touches no state. So does any other failure
+(a model file the store cannot load, a run that raises MemoryError or OverflowError, a bug): no
+exception but that VMError ever leaves the precompile, whose message names only the kind of
+failure, never the text of an unexpected exception (the same revert on every node).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from eth.abc import ComputationAPI
 from eth.exceptions import VMError
 
 import cvm
-from cvm.chain.store import HASH_BYTES, ModelStore, StoreError
+from cvm.chain.store import HASH_BYTES, BadModelFile, ModelStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +49,14 @@ def precompile_gas(model: cvm.Model, input_length: int) -> int:
 def make_cvm_precompile(store: ModelStore, backend: str = "numba") -> Callable[[ComputationAPI], ComputationAPI]:
     """The precompile function py-evm calls with the computation of a message to the address."""
 
-    def cvm_precompile(computation: ComputationAPI) -> ComputationAPI:
-        data = computation.msg.data_as_bytes
-        if len(data) < HASH_BYTES:
-            raise CVMPrecompileError(f"CVM call data has {len(data)} bytes, less than a model hash")
-        model_hash, payload = data[:HASH_BYTES], data[HASH_BYTES:]
+    def run_call(computation: ComputationAPI, model_hash: bytes, payload: bytes) -> None:
         try:
             model = store.get(model_hash)
-        except StoreError as e:
-            raise CVMPrecompileError(f"unknown model {model_hash.hex()}: {e}") from None
+        except BadModelFile as e:  # the operator's store is damaged: worth their attention
+            log.warning("CVM precompile: model %s cannot be loaded: %s", model_hash.hex(), e)
+            raise CVMPrecompileError(f"model {model_hash.hex()} cannot be loaded") from None
+        except StoreError:
+            raise CVMPrecompileError(f"unknown model {model_hash.hex()}") from None
         if len(model.inputs) != 1 or len(model.outputs) != 1:
             raise CVMPrecompileError("the CVM precompile runs models with one input and one output")
         per_sample = sample_bytes(model.inputs[0])
@@ -66,9 +68,24 @@ def make_cvm_precompile(store: ModelStore, backend: str = "numba") -> Callable[[
         try:
             x = model.decode_input(payload)
             y = model.run(x, backend=backend)
-            computation.output = model.encode_output(y)
+            output = model.encode_output(y)
         except cvm.CVMError as e:
             raise CVMPrecompileError(f"CVM run failed: {e}") from None
+        computation.output = output
+
+    def cvm_precompile(computation: ComputationAPI) -> ComputationAPI:
+        data = computation.msg.data_as_bytes
+        if len(data) < HASH_BYTES:
+            raise CVMPrecompileError(f"CVM call data has {len(data)} bytes, less than a model hash")
+        model_hash, payload = bytes(data[:HASH_BYTES]), bytes(data[HASH_BYTES:])
+        try:
+            run_call(computation, model_hash, payload)
+        except VMError:  # ours, or out of gas: the call fails and consumes its gas
+            raise
+        except Exception as e:  # MemoryError, OverflowError, RecursionError, a bug: the same clean failure
+            log.warning("CVM precompile: model %s failed on %d input bytes: %s: %s", model_hash.hex(),
+                        len(payload), type(e).__name__, e, exc_info=True)
+            raise CVMPrecompileError(f"CVM run of model {model_hash.hex()} failed") from None
         log.debug("CVM precompile ran %s on %d bytes", model_hash.hex()[:12], len(payload))
         return computation
 
