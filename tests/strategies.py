@@ -315,6 +315,18 @@ def requant_case(draw) -> Case:
 @st.composite
 def lut_case(draw) -> Case:
     b = cvm.GraphBuilder()
+    if draw(st.integers(0, 7)) == 0:  # a 32-bit input clipped to a window at an end of int32: offsets there
+        x = source(draw, b, shape(draw), 32)
+        n, extra = draw(st.integers(0, 64)), draw(st.integers(0, 3))
+        if draw(st.booleans()):
+            lo, hi = -I32, cvm.limits.MIN_CLIP + n  # clip's low end: the input's own bound
+            x = b.op("clip", x, lo=cvm.limits.MIN_CLIP, hi=hi)
+        else:
+            lo, hi = cvm.limits.MAX_CLIP - n, cvm.limits.MAX_CLIP
+            x = b.op("clip", x, lo=lo, hi=hi)
+        offset = lo - extra
+        table = values(draw, (hi - offset + 1 + draw(st.integers(0, 3)),), -I32, I32)
+        return finish(draw, b, b.op("lut", x, b.const(table), offset=offset))
     bits = draw(st.integers(1, 10))
     m = bits_max(bits)
     x = source(draw, b, shape(draw), bits)
@@ -386,6 +398,14 @@ def layout_case(draw) -> Case:
         y = b.op("concat", *parts, axis=axis)
     elif op == "pad":
         pads = [draw(st.integers(0, 2)) for _ in range(2 * len(s))]
+        if draw(st.integers(0, 3)) == 0:  # one axis padded towards MAX_GEOMETRY (at most 2^18 elements out)
+            r, a = len(s), draw(st.integers(0, len(s) - 1))
+            others = int(np.prod([d + pads[i] + pads[r + i] for i, d in enumerate(s) if i != a]))
+            room = min(G, (1 << 18) // others) - s[a]
+            if room >= 1:
+                total = draw(st.sampled_from([room, room - 1, room // 2]))
+                before = draw(st.sampled_from([0, total, total // 2]))
+                pads[a], pads[r + a] = before, total - before
         m = bits_max(bits)
         y = b.op("pad", x, pads=pads, value=draw(st.sampled_from([0, -m, m, 7])))
     else:

@@ -4,11 +4,15 @@ bound to preallocated buffers per batch size, held bit for bit to the reference 
     runner = prepare(graph, analysis)            # isa="auto" | "vnni" | "portable"
     outputs = runner({"x": x_int8})              # same dtypes and values as the reference
 
-Buffers are per thread, so a runner may be called from several threads at once.
+A call takes a buffer set of its batch size for itself and gives it back when done, so a runner (whose
+plan is shared) may be called from several threads at once. Idle sets are kept for reuse in one cache
+for the whole process (every runner, every thread), bounded in bytes (MAX_BOUND_BYTES).
 """
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -29,8 +33,8 @@ LOWERINGS = {
     "pad": lower_ops.lower_pad, "slice": lower_ops.lower_slice,
 }
 ISAS = ("auto", "vnni", "portable")
-MAX_BOUND_BATCHES = 4  # buffer sets kept per thread
-MAX_BOUND_BYTES = 1 << 30  # bytes of buffer sets kept per thread; a larger set serves its call and is dropped
+MAX_BOUND_BYTES = 1 << 30  # idle buffer sets kept for reuse, in bytes, all runners and threads together
+MAX_BOUND_SETS = 64  # and in number (a set also holds a few Python objects per step)
 
 
 def host_has_vnni() -> bool:
@@ -70,6 +74,73 @@ class _Bound:
         self.outputs = [(name, canonical(env[stored], p.values[stored])) for name, stored in outputs.items()]
 
 
+class _IdleSets:
+    """The buffer sets no call is using, kept for the next call of the same runner and batch size:
+    one cache for the process, least recently returned dropped first, within MAX_BOUND_BYTES and
+    MAX_BOUND_SETS. A set larger than the whole budget serves its call and is not kept. Sets in use
+    are not here: each belongs to one running call (so two threads never share buffers), and is
+    bounded by the run's activations (MAX_RUN_BYTES) plus the scratch that the planner admits."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._sets: OrderedDict[int, tuple[tuple[int, int], _Bound]] = OrderedDict()  # serial -> (key, set)
+        self._by_key: dict[tuple[int, int], list[int]] = {}  # (runner, batch) -> serials, newest last
+        self._serial = itertools.count()
+        self._dead: list[int] = []  # collected runners whose sets are still here
+        self.nbytes = 0
+
+    def take(self, key: tuple[int, int]) -> _Bound | None:
+        with self._lock:
+            serials = self._by_key.get(key)
+            if not serials:
+                return None
+            _, b = self._sets.pop(serials.pop())
+            self.nbytes -= b.nbytes
+            return b
+
+    def give(self, key: tuple[int, int], b: _Bound) -> None:
+        if b.nbytes > MAX_BOUND_BYTES:
+            return
+        with self._lock:
+            serial = next(self._serial)
+            self._sets[serial] = (key, b)
+            self._by_key.setdefault(key, []).append(serial)
+            self.nbytes += b.nbytes
+            if self._dead:
+                self._purge()
+            while self.nbytes > MAX_BOUND_BYTES or len(self._sets) > MAX_BOUND_SETS:
+                self._forget(*self._sets.popitem(last=False))
+
+    def _forget(self, serial: int, entry: tuple[tuple[int, int], _Bound]) -> None:
+        key, b = entry
+        self.nbytes -= b.nbytes
+        serials = self._by_key[key]
+        serials.remove(serial)
+        if not serials:
+            del self._by_key[key]
+
+    def drop(self, runner: int) -> None:
+        """A runner was garbage collected: its sets go at the next give(). Takes no lock (the
+        collector may run this in any thread, inside any allocation, also one under the lock)."""
+        self._dead.append(runner)
+
+    def _purge(self) -> None:
+        while self._dead:
+            runner = self._dead.pop()
+            for serial in [s for s, (key, _) in self._sets.items() if key[0] == runner]:
+                self._forget(serial, self._sets.pop(serial))
+
+    def held_bytes(self, runner: int | None = None) -> int:
+        """Bytes of the idle sets: all of them, or one runner's."""
+        with self._lock:
+            self._purge()
+            return sum(b.nbytes for key, b in self._sets.values() if runner is None or key[0] == runner)
+
+
+IDLE_SETS = _IdleSets()
+_RUNNER_IDS = itertools.count()
+
+
 class Runner:
     def __init__(self, graph: Graph, analysis: Analysis, isa: str = "auto", threads: int | None = None,
                  split: str = "auto"):
@@ -84,37 +155,25 @@ class Runner:
             raise ValueError(f"split must be 'auto' or 'always', got {split!r}")
         self.pool = threads_.Pool(threads or threads_.default_threads(), eager=split == "always")
         self.plan, self.outputs = plan.build(graph, analysis, isa, self.pool, LOWERINGS)
-        self._local = threading.local()
-
-    def bound(self, batch: int) -> _Bound:
-        """The buffers for this batch size: kept per thread, least recently used first out, within
-        MAX_BOUND_BATCHES sets and MAX_BOUND_BYTES (a cached model costs a node bounded memory)."""
-        cache = getattr(self._local, "cache", None)
-        if cache is None:
-            cache = self._local.cache = OrderedDict()
-        b = cache.get(batch)
-        if b is None:
-            b = _Bound(self.plan, self.outputs, batch)
-            if b.nbytes > MAX_BOUND_BYTES:
-                return b
-            cache[batch] = b
-            while len(cache) > MAX_BOUND_BATCHES or sum(v.nbytes for v in cache.values()) > MAX_BOUND_BYTES:
-                cache.popitem(last=False)
-        cache.move_to_end(batch)
-        return b
+        self._id = next(_RUNNER_IDS)
+        weakref.finalize(self, IDLE_SETS.drop, self._id)
 
     def cached_bytes(self) -> int:
-        """Bytes of the buffer sets this thread keeps."""
-        return sum(v.nbytes for v in getattr(self._local, "cache", {}).values())
+        """Bytes of this runner's idle buffer sets (IDLE_SETS.held_bytes(): all runners')."""
+        return IDLE_SETS.held_bytes(self._id)
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         batch = next(iter(inputs.values())).shape[0]
-        b = self.bound(batch)
-        for name, buf in b.inputs:
-            np.copyto(buf, inputs[name], casting="unsafe")
-        for fn, args in b.calls:
-            fn(*args)
-        return {name: np.array(out, order="C") for name, out in b.outputs}
+        key = (self._id, batch)
+        b = IDLE_SETS.take(key) or _Bound(self.plan, self.outputs, batch)
+        try:
+            for name, buf in b.inputs:
+                np.copyto(buf, inputs[name], casting="unsafe")
+            for fn, args in b.calls:
+                fn(*args)
+            return {name: np.array(out, order="C") for name, out in b.outputs}
+        finally:
+            IDLE_SETS.give(key, b)
 
     def describe(self) -> str:
         """The plan, one step a line (fused chains and the kernel path of each MAC show in brackets)."""

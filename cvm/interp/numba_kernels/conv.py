@@ -1,7 +1,8 @@
 """Portable multiply-accumulate kernels: conv2d (and dense as a 1x1 conv) on channels-last input.
 
 A conv is an integer GEMM over row blocks: a block of output pixels is packed (im2col, K ordered
-(u, v, c)) into a small per-thread buffer, multiplied by the prepacked weight rows, and the output
+(u, v, c)) into a per-thread buffer of at most BLOCK_ROWS x k (never more rows than the output has,
+so it is bounded by the MACs the node pays for), multiplied by the prepacked weight rows, and the output
 step applies bias, requantization and the folded relu/clip before storing. Parallel runs split the
 output rows (never the summed axis) into chunks.
 
@@ -114,8 +115,9 @@ def conv_i32(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
     are output pixels (channels-last)."""
     rows = out.shape[0]
     groups, og = geo[8], geo[10]
-    buf = np.empty((BLOCK_ROWS, w.shape[2]), w.dtype)
-    s = np.empty((BLOCK_ROWS, og), np.int32)
+    block = min(BLOCK_ROWS, rows)  # no more rows than there are outputs: k may be 2^24 (a 2^24-tap kernel)
+    buf = np.empty((block, w.shape[2]), w.dtype)
+    s = np.empty((block, og), np.int32)
     for blk in range(b0, b1):
         r0 = blk * BLOCK_ROWS
         nrows = min(BLOCK_ROWS, rows - r0)
@@ -162,7 +164,7 @@ def conv_depthwise(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
     kh, kw, sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     oh, ow = geo[12], geo[13]
     _, h, wd, c = x.shape
-    s = np.empty((BLOCK_ROWS, c), np.int32)
+    s = np.empty((min(BLOCK_ROWS, out.shape[0]), c), np.int32)
     for blk in range(b0, b1):
         r0 = blk * BLOCK_ROWS
         nrows = min(BLOCK_ROWS, out.shape[0] - r0)

@@ -1,7 +1,8 @@
 """conv2d and dense -> one GEMM kernel call with the fused output step.
 
 Path per node, from the proven input interval and the actual weights and bias:
-  "vnni": int8 input, int8 weights, and bias' + any partial sum of (a + 128) * w fits int32;
+  "vnni": int8 input, int8 weights, and bias' + any partial sum of (a + 128) * w fits int32, and the
+          padded input copy and packed weights are paid for (vnni_buffers_paid);
   "i32":  every partial sum (bias first, or not at all) fits int32: int16 or int32 operands;
   "i64":  direct convolution with int64 accumulation (any order is then exact);
   "depthwise": groups = channels with one output each, int32 proven as for "i32".
@@ -17,7 +18,8 @@ from .plan import Planner
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 PAR_MIN_MACS = 1 << 24  # per thread: below this, handing work to a thread costs more than it saves
 PAR_MIN_BYTES = 1 << 20  # the same for the uint8 conversion of a VNNI input
-VNNI_PAD_FACTOR = 4  # bytes of the VNNI path's padded copy per element the node reads, writes or multiplies
+VNNI_PAD_FACTOR = 4  # VNNI padded uint8 input: bytes per sample per paid element (vnni_buffers_paid)
+VNNI_PACK_FACTOR = 32  # VNNI packed weights: bytes per paid element of one sample (vnni_buffers_paid)
 NO_RESIDUAL = np.zeros((1, 1), np.int16)  # passed when the output step has no residual add
 
 
@@ -32,19 +34,29 @@ def partial_sums_fit_int32(rows: np.ndarray, xlo: int, xhi: int, start: np.ndarr
     return True
 
 
-def padding_is_paid(geom: dict, out_channels: int, k: int) -> bool:
-    """The VNNI path copies the input, padded, as uint8: (H + pt + pb) * (W + pl + pr) * C bytes per
-    sample. Neither gas nor MAX_RUN_BYTES counts that copy (pads go up to 2^20), so the path is taken
-    only when the copy is within VNNI_PAD_FACTOR bytes per element read, written or multiplied
-    (k: the summed length of one output), all of which the node's gas pays for; otherwise the
-    portable kernels skip the taps in the padding without storing any."""
-    padded = (geom["h"] + geom["pt"] + geom["pb"]) * (geom["w"] + geom["pl"] + geom["pr"]) * geom["c"]
-    outputs = geom["oh"] * geom["ow"] * out_channels
-    return padded <= VNNI_PAD_FACTOR * (geom["h"] * geom["w"] * geom["c"] + outputs * (1 + k))
+def vnni_buffers_paid(geom: dict, g: int, og: int, cg: int) -> bool:
+    """Whether the VNNI path's own buffers are paid for. Per sample the node pays (gas) for
+    P = E(in) + E(out) + MACs: every output element and every multiply-accumulate (taps in the
+    padding included), the input having been paid by the node that wrote it. The VNNI path needs two
+    buffers that the other paths do not:
+      - the input copied as uint8 with its padding, (H + pt + pb) * (W + pl + pr) * C bytes per
+        sample, for every sample of the batch; pads go up to 2^20 a side, so a 1x1 conv with a
+        one-pixel output would copy GiBs per sample for ~100 gas. At most VNNI_PAD_FACTOR * P.
+      - the weights packed in 32-channel panels of runs rounded up to 4 bytes, zero-filled (up to
+        128 bytes per weight: one output channel, runs of one byte), held as long as the plan.
+        At most VNNI_PACK_FACTOR * P (an int8 dense layer with one output needs 16 to 32).
+    Otherwise the node takes the i32 / i64 / depthwise kernels, which read the input in place and
+    skip the taps in the padding: their buffers are proportional to the output rows times k."""
+    from . import vnni
+    kh, kw, c = geom["kh"], geom["kw"], geom["c"]
+    padded = (geom["h"] + geom["pt"] + geom["pb"]) * (geom["w"] + geom["pl"] + geom["pr"]) * c
+    paid = geom["h"] * geom["w"] * c + geom["oh"] * geom["ow"] * g * og * (1 + kh * kw * cg)
+    packed = vnni.packed_weight_bytes(g, og, kh, kw, geom["dw"], cg)
+    return padded <= VNNI_PAD_FACTOR * paid and packed <= VNNI_PACK_FACTOR * paid
 
 
-def choose_path(rows: np.ndarray, bias: np.ndarray, x: Value, isa: str, pad_paid: bool = True) -> str:
-    if (isa == "vnni" and pad_paid and x.dtype == np.int8 and rows.min() >= -128 and rows.max() <= 127
+def choose_path(rows: np.ndarray, bias: np.ndarray, x: Value, isa: str, vnni_paid: bool = True) -> str:
+    if (isa == "vnni" and vnni_paid and x.dtype == np.int8 and rows.min() >= -128 and rows.max() <= 127
             and partial_sums_fit_int32(rows, 0, 255, bias - 128 * rows.sum(axis=1))):
         return "vnni"
     if partial_sums_fit_int32(rows, min(x.lo, 0), max(x.hi, 0), bias):
@@ -62,7 +74,7 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     x = p.values[x_name]
     rows = w.reshape(g * og, k).astype(np.int64)
     bias = np.zeros(g * og, np.int64) if bias is None else bias.astype(np.int64)
-    path = choose_path(rows, bias, x, p.isa, padding_is_paid(gm, g * og, k))
+    path = choose_path(rows, bias, x, p.isa, p.isa == "vnni" and vnni_buffers_paid(gm, g, og, cg))
     if g > 1 and cg == 1 and og == 1 and partial_sums_fit_int32(rows, min(x.lo, 0), max(x.hi, 0), bias):
         path = "depthwise"
     ostep = p.output_step(index, channel_axis)

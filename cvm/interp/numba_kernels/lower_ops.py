@@ -9,7 +9,7 @@ import numpy as np
 
 from . import elementwise, matmul, pool
 from .layout import C, FLAT, NHWC, canonical, flat_permutation, to_nhwc_const
-from .plan import Planner
+from .plan import OPEN_HI, Planner
 
 PAR_MIN_TAPS = 1 << 20  # max_pool2d, per thread: output elements x window taps
 _NHWC_AXIS = {0: 2, 1: 0, 2: 1}  # spec axis of a [C, H, W] sample -> stored axis of (H, W, C)
@@ -73,7 +73,7 @@ def _div(x, d, out):
 
 
 def lower_clamp(p: Planner, index, node, attrs):
-    lo, hi = (0, 1 << 62) if node.op == "relu" else (attrs["lo"], attrs["hi"])
+    lo, hi = (0, OPEN_HI) if node.op == "relu" else (attrs["lo"], attrs["hi"])  # int32, verified
     x = p.values[node.inputs[0]]
     p.add(node.op, node.inputs, node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
           lambda ins, out: [(elementwise.clamp, (_flat(ins[0]), lo, hi, _flat(out)))])

@@ -19,7 +19,8 @@ from ...verify import Analysis
 from .layout import C, FLAT, NHWC, Value, canonical
 from .threads import Pool
 
-BIG = 1 << 62  # an open clamp bound; every value the kernels clamp fits int32
+OPEN_LO, OPEN_HI = -(1 << 31), (1 << 31) - 1  # "no clamp": every value a kernel clamps is a tensor value,
+# proven to fit int32 (the bounds reach int32 kernel arguments unchanged)
 
 
 @dataclass
@@ -137,7 +138,7 @@ class Planner:
         nodes, attrs = self.graph.nodes, self.analysis.attrs
         info = self.analysis.tensors[nodes[index].output]
         n_out = info.shape[channel_axis]
-        stages = [[np.ones(n_out, np.int64), 0, -BIG, BIG, False], [np.ones(n_out, np.int64), 0, -BIG, BIG, False]]
+        stages = [[np.ones(n_out, np.int64), 0, OPEN_LO, OPEN_HI, False] for _ in range(2)]
         stage, residual = 0, None
         name, fused = nodes[index].output, []
         while self.uses[name] == 1 and name not in self.graph.outputs and name in self.consumers:
@@ -145,14 +146,14 @@ class Planner:
             if j in self.claimed:
                 break
             nxt, a, st = nodes[j], attrs[j], stages[stage]
-            if nxt.op == "requant" and not st[4] and st[2] == -BIG and st[3] == BIG:
+            if nxt.op == "requant" and not st[4] and st[2] == OPEN_LO and st[3] == OPEN_HI:
                 m = self.const(nxt.inputs[1]).astype(np.int64)
                 if m.shape[0] != 1 and a["axis"] != channel_axis:
                     break
                 lim = bits_max(a["bits"])
                 st[:] = [np.broadcast_to(m, (n_out,)).copy(), a["shift"], -lim, lim, True]
             elif nxt.op == "relu":
-                st[2], st[3] = fold_clamp(st[2], st[3], 0, BIG)
+                st[2], st[3] = fold_clamp(st[2], st[3], 0, OPEN_HI)
             elif nxt.op == "clip":
                 st[2], st[3] = fold_clamp(st[2], st[3], a["lo"], a["hi"])
             elif nxt.op == "add" and stage == 0:

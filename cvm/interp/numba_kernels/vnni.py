@@ -142,12 +142,22 @@ def pack_weights(w: np.ndarray, geo: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(full.reshape(g, nv, 16, kp // 4, 4).transpose(0, 1, 3, 2, 4)).reshape(g, -1)
 
 
+def runs(kh, kw, dw, groups, cg) -> tuple[int, int, int]:
+    """(useg, vseg, run): one pixel's K read as useg x vseg runs of `run` bytes."""
+    if dw == 1 and groups == 1:  # the kw taps of a kernel row are one contiguous run
+        return kh, 1, kw * cg
+    return kh, kw, cg
+
+
+def packed_weight_bytes(groups, og, kh, kw, dw, cg) -> int:
+    """Size of pack_weights' result: runs rounded up to 4 bytes, channels to panels(og) * 16."""
+    useg, vseg, run = runs(kh, kw, dw, groups, cg)
+    return groups * panels(og) * 16 * useg * vseg * ((run + 3) // 4 * 4)
+
+
 def geometry(kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp) -> np.ndarray:
     c = groups * cg
-    if dw == 1 and groups == 1:  # the kw taps of a kernel row are one contiguous run
-        useg, vseg, run = kh, 1, kw * cg
-    else:
-        useg, vseg, run = kh, kw, cg
+    useg, vseg, run = runs(kh, kw, dw, groups, cg)
     return np.array([kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp, c,
                      useg, vseg, (run + 3) // 4, dh * wp * c, dw * c], np.int64)
 
