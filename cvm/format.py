@@ -50,9 +50,25 @@ def model_hash(consensus: bytes) -> bytes:
     return keccak(consensus)
 
 
+def _strict_map(pairs: list) -> dict:
+    """Every map in a file: string keys, each once. msgpack would give bytes keys (which then fail to
+    sort against strings) and keep the last of duplicate keys (a file that reads differently to a
+    decoder that keeps the first)."""
+    out = {}
+    for k, v in pairs:
+        if not isinstance(k, str):
+            raise FormatError(f"map key {k!r} is not a string"[:200])
+        if k in out:
+            raise FormatError(f"map key {k!r} appears twice"[:200])
+        out[k] = v
+    return out
+
+
 def _unpack(data: bytes, what: str):
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True, object_pairs_hook=_strict_map)
+    except FormatError as e:
+        raise FormatError(f"{what}: {e}") from None
     except Exception as e:  # msgpack raises several unrelated types on garbage
         raise FormatError(f"{what} is not valid msgpack: {type(e).__name__}: {e}") from None
 
@@ -141,7 +157,8 @@ def decode_file(data: bytes) -> tuple[bytes, dict]:
     obj = _unpack(data, "the file")
     _expect(isinstance(obj, dict) and obj.get("format") == FORMAT_NAME,
             "not a .cvm file (expected a msgpack map with format 'cvm')")
-    _expect(sorted(obj) == ["format", "graph", "meta"], "a .cvm file must have exactly the keys format, graph, meta")
+    _expect(sorted(obj) == ["format", "graph", "meta"],
+            f"a .cvm file must have exactly the keys format, graph, meta (has {', '.join(sorted(obj))})"[:300])
     _expect(isinstance(obj["graph"], bytes), "graph must be bytes")
     _expect(isinstance(obj["meta"], dict), "meta must be a map")
     return obj["graph"], obj["meta"]

@@ -10,7 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
-from . import limits
+from . import limits, meta as meta_schema
 from .errors import FormatError, GasLimitExceeded, InputError
 from .format import decode_file, decode_graph, encode_file, encode_graph, model_hash
 from .ir import Graph
@@ -38,6 +38,7 @@ class Model:
         self.consensus_bytes = encode_graph(graph)
         self.hash: bytes = model_hash(self.consensus_bytes)
         self.meta: dict = dict(meta or {})
+        meta_schema.validate(self.meta, graph, {name: self.analysis.tensors[name].shape for name in graph.outputs})
         self._runners: dict = {}
         in_scales, out_scales = self.meta.get("input_scales", {}), self.meta.get("output_scales", {})
         self.inputs = [TensorSpec(i.name, (None, *i.shape), i.bits, storage_dtype(i.bits), in_scales.get(i.name))

@@ -29,5 +29,8 @@ def storage_dtype(bits: int) -> np.dtype:
     raise AssertionError("unreachable")
 
 
+_NAME_OF = {v: k for k, v in DTYPE_NAMES.items()}
+
+
 def dtype_name(dtype: np.dtype) -> str:
-    return {v: k for k, v in DTYPE_NAMES.items()}[np.dtype(dtype).newbyteorder("<")]
+    return _NAME_OF[np.dtype(dtype).newbyteorder("<")]
