@@ -8,8 +8,20 @@ from pathlib import Path
 
 import numpy as np
 
-from . import CVMError, load, output_hash
+from . import CVMError, InputError, load, output_hash
+from .clikit import OneLineParser, run_guarded
 from .report import table
+
+
+def _scale_text(scale) -> str:
+    """A scale per tensor, or a summary of per-feature scales."""
+    if scale is None:
+        return ""
+    if isinstance(scale, list):
+        if len(scale) == 1:
+            return f"{scale[0]:.6g}"
+        return f"{len(scale)} per feature, {min(scale):.3g}..{max(scale):.3g}"
+    return f"{scale:.6g}"
 
 
 def cmd_inspect(args) -> int:
@@ -22,10 +34,8 @@ def cmd_inspect(args) -> int:
     print(f"memory:  {a.activation_bytes} bytes of activations per sample")
     print(f"largest accumulator: {a.max_accumulator_bits} bits")
     print()
-    io = [["input", s.name, list(s.shape), s.bits, s.dtype.name, "" if s.scale is None else f"{s.scale:.6g}"]
-          for s in model.inputs]
-    io += [["output", s.name, list(s.shape), s.bits, s.dtype.name,
-            "" if s.scale is None else f"{float(np.max(s.scale)):.6g}"] for s in model.outputs]
+    io = [[kind, s.name, list(s.shape), s.bits, s.dtype.name, _scale_text(s.scale)]
+          for kind, specs in (("input", model.inputs), ("output", model.outputs)) for s in specs]
     print(table(["", "name", "shape", "bits", "dtype", "scale"], io, "llllll"))
     print()
     if args.nodes:
@@ -54,7 +64,10 @@ def cmd_verify(args) -> int:
 
 
 def _read_input(model, path: str, raw: bool):
-    data = np.load(path, allow_pickle=False)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as e:
+        raise InputError(f"cannot read {path} as .npy or .npz: {e}") from None
     if isinstance(data, np.lib.npyio.NpzFile):
         names = [s.name for s in model.inputs]
         arrays = {n: data[n] for n in names if n in data.files}
@@ -101,7 +114,7 @@ def cmd_run(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cvm", description="Deterministic integer inference VM")
+    p = OneLineParser(prog="cvm", description="Deterministic integer inference VM")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("inspect", help="hash, inputs/outputs, op table, accumulator bits, gas")
@@ -124,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --backend fhe: evaluate the circuit in the clear, simulate it, or run it encrypted")
     s.set_defaults(func=cmd_run)
 
-    for module in ("cvm.bench", "cvm.conformance", "cvm.chain.cli"):
+    for module in ("cvm.bench", "cvm.conformance", "cvm.fuzz", "cvm.chain.cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError:
@@ -135,15 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Every failure is one line on stderr: exit 2 for bad input, 3 for a bug (cvm/clikit.py)."""
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args) or 0
-    except CVMError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, IsADirectoryError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_guarded(lambda: args.func(args), (CVMError, ValueError), "cvm")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 import cvm
+from cvm.clikit import OneLineParser, run_guarded
 from cvm.report import table
 
 
@@ -34,7 +35,7 @@ def cmd_eval(args) -> int:
             ["cvm integer", _pct(r.int_accuracy), _pct(r.agreement)]]
     if args.compare_ort:
         if not args.calib:
-            raise SystemExit("error: --compare-ort needs --calib CALIB.npz")
+            raise ValueError("--compare-ort needs --calib CALIB.npz")
         with np.load(args.calib) as c:
             o = ort_int8_accuracy(args.model, c["x"].astype(np.float32), x, y)
         rows.append(["onnxruntime int8 (QDQ u8s8 per-channel)", _pct(o["int_accuracy"]), _pct(o["agreement"])])
@@ -47,7 +48,7 @@ def cmd_eval(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mrt", description="Convert float ONNX models into integer CVM models")
+    p = OneLineParser(prog="mrt", description="Convert float ONNX models into integer CVM models")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("convert", help="ONNX + calibration data -> .cvm")
     s.add_argument("model")
@@ -71,13 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Every failure is one line on stderr: exit 2 for bad input, 3 for a bug (cvm/clikit.py)."""
     args = build_parser().parse_args(argv)
     from mrt.errors import MrtError
-    try:
-        return args.func(args) or 0
-    except (MrtError, cvm.CVMError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_guarded(lambda: args.func(args), (MrtError, cvm.CVMError, ValueError), "mrt")
 
 
 if __name__ == "__main__":

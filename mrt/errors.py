@@ -13,3 +13,8 @@ class UnsupportedOp(MrtError):
 class GraphError(MrtError):
     """A float graph breaks an IR rule: unknown op or attribute, bad arity, not topologically
     ordered, a shape that does not fit its op, or an op that would touch the batch axis."""
+
+
+class BadInput(MrtError, ValueError):
+    """A file or data set MRT cannot use as given: an ONNX file that does not parse, calibration
+    data that is empty, not finite, or the same sample repeated (no ranges to calibrate from)."""

@@ -17,9 +17,12 @@ A Graph checks itself when built (unknown op or attribute, arity, order, shapes)
 as immutable: passes build new graphs (`Graph.replace`) instead of editing one.
 """
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+import cvm.limits
 
 from mrt.errors import GraphError
 from mrt.float_ops import BATCH, OPS, is_batched
@@ -206,7 +209,15 @@ def infer_node_shape(node, in_shapes):
         raise GraphError(f"{where}: {e}") from None
     except (TypeError, ValueError, IndexError) as e:  # e.g. arithmetic on the batch axis
         raise GraphError(f"{where}: bad attributes or shapes {in_shapes}: {e}") from None
+    elements = math.prod(d for d in out if d is not BATCH)
+    if elements > cvm.limits.MAX_TENSOR_ELEMENTS:  # refused before calibration tries to allocate it
+        raise GraphError(f"{where}: output shape {_shape_text(out)} has {elements} elements per sample "
+                         f"> CVM's limit {cvm.limits.MAX_TENSOR_ELEMENTS}")
     return out
+
+
+def _shape_text(shape) -> str:
+    return "(" + ", ".join("N" if d is BATCH else str(d) for d in shape) + ")"
 
 
 def infer_full_shapes(inputs, initializers, nodes):

@@ -12,6 +12,7 @@ from eth_hash.auto import keccak
 
 import cvm
 from mrt.calibrate import calibrate, data_hash
+from mrt.errors import BadInput
 from mrt.onnx_import import import_onnx
 from mrt.quantize import config_for, quantize
 
@@ -28,10 +29,33 @@ def load_data(data, graph) -> dict[str, np.ndarray]:
         data = {graph.inputs[0].name: data}
     names = [s.name for s in graph.inputs]
     if all(n in data for n in names):
-        return {n: np.asarray(data[n], np.float32) for n in names}
-    if len(names) == 1 and "x" in data:
-        return {names[0]: np.asarray(data["x"], np.float32)}
-    raise ValueError(f"calibration data must hold 'x' or arrays named {names}; it has {sorted(data)}")
+        arrays = {n: data[n] for n in names}
+    elif len(names) == 1 and "x" in data:
+        arrays = {names[0]: data["x"]}
+    else:
+        raise BadInput(f"calibration data must hold 'x' or arrays named {names}; it has {sorted(data)}")
+    return {n: _calibration_array(n, a) for n, a in arrays.items()}
+
+
+def _calibration_array(name: str, a) -> np.ndarray:
+    """Calibration sets the ranges every scale comes from: NaN or infinity would make them NaN, and
+    one sample repeated (e.g. all zeros) gives ranges that fit no real input."""
+    try:
+        a = np.asarray(a)
+    except ValueError as e:
+        raise BadInput(f"calibration data {name!r} is not a rectangular array ({e})") from None
+    if a.dtype.kind not in "iuf" or a.ndim == 0 or len(a) == 0:
+        raise BadInput(f"calibration data {name!r} must be a non-empty numeric array with a batch axis, "
+                       f"got dtype {a.dtype} shape {a.shape}")
+    a = a.astype(np.float32, copy=False)
+    bad = int(np.count_nonzero(~np.isfinite(a)))
+    if bad:
+        raise BadInput(f"calibration data {name!r} holds {bad} NaN or infinite values")
+    if not a.any():
+        raise BadInput(f"calibration data {name!r} is all zeros: calibration needs real samples")
+    if len(a) > 1 and (a == a[:1]).all():
+        raise BadInput(f"calibration data {name!r} is {len(a)} copies of one sample: calibration needs real samples")
+    return a
 
 
 OUTPUT_TRANSFORMS = ("softmax", "sigmoid")

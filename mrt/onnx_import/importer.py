@@ -18,7 +18,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from mrt.errors import GraphError, UnsupportedOp
+from mrt.errors import BadInput, GraphError, UnsupportedOp
 from mrt.float_ops import BATCH
 from mrt.graph import Graph, TensorSpec
 from mrt.onnx_import import ops_core as core
@@ -76,13 +76,28 @@ HANDLERS = {
 
 def _load(model_or_path):
     if isinstance(model_or_path, onnx.ModelProto):
-        return model_or_path
-    if isinstance(model_or_path, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model_or_path))
-    if isinstance(model_or_path, (str, os.PathLike)):
-        return onnx.load(os.fspath(model_or_path))
-    raise TypeError(f"import_onnx takes a ModelProto, bytes or a path, not "
-                    f"{type(model_or_path).__name__}")
+        model, what = model_or_path, "the ONNX model"
+    elif isinstance(model_or_path, (bytes, bytearray, str, os.PathLike)):
+        what = "the ONNX bytes" if isinstance(model_or_path, (bytes, bytearray)) else os.fspath(model_or_path)
+        model = _parse(model_or_path, what)
+    else:
+        raise TypeError(f"import_onnx takes a ModelProto, bytes or a path, not "
+                        f"{type(model_or_path).__name__}")
+    if not model.graph.output:
+        raise BadInput(f"{what} is not an ONNX model: it has no graph outputs")
+    return model
+
+
+def _parse(source, what: str):
+    """protobuf raises DecodeError (or, on some inputs, other errors) for bytes that are no model."""
+    try:
+        if isinstance(source, (bytes, bytearray)):
+            return onnx.load_from_string(bytes(source))
+        return onnx.load(os.fspath(source))
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any parse failure is the file's fault
+        raise BadInput(f"{what} is not a parseable ONNX model ({type(e).__name__}: {e})") from None
 
 
 def _opsets(model):
