@@ -32,10 +32,12 @@ class TensorSpec:
 class Model:
     """Construct with `Model(graph, meta)`, `cvm.load(path)` or `cvm.loads(bytes)`; always verified."""
 
-    def __init__(self, graph: Graph, meta: Mapping | None = None):
+    def __init__(self, graph: Graph, meta: Mapping | None = None, *, consensus: bytes | None = None):
+        """`consensus`: the graph's consensus bytes when the caller has them (a decoded file, whose
+        decoding checked that they re-encode from `graph`); otherwise they are encoded here."""
         self.graph = graph
         self.analysis: Analysis = verify(graph)
-        self.consensus_bytes = encode_graph(graph)
+        self.consensus_bytes = encode_graph(graph) if consensus is None else consensus
         self.hash: bytes = model_hash(self.consensus_bytes)
         self.meta: dict = dict(meta or {})
         meta_schema.validate(self.meta, graph, {name: self.analysis.tensors[name].shape for name in graph.outputs})
@@ -54,7 +56,7 @@ class Model:
     @classmethod
     def from_bytes(cls, data: bytes) -> "Model":
         consensus, meta = decode_file(data)
-        return cls(decode_graph(consensus), meta)
+        return cls(decode_graph(consensus), meta, consensus=consensus)
 
     def to_bytes(self) -> bytes:
         return encode_file(self.consensus_bytes, self.meta)
