@@ -415,19 +415,27 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("models", nargs="*", default=["resnet_cifar", "mnist_cnn"],
                    help="fixture names, .cvm paths, or lenet_int8 / resnet_int8 (default: resnet_cifar mnist_cnn)")
-    p.add_argument("--batches", type=int, nargs="+", default=[1, 64])
+    p.add_argument("--batches", type=int, nargs="+", default=None, help="default: 1 64 (--adversarial: 1)")
     p.add_argument("--threads", type=int, default=None, help="threads for numba and onnxruntime (default: all CPUs)")
     p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
-    p.add_argument("--seconds", type=float, default=1.0, help="minimum timing per measurement")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="minimum timing per measurement (default 1.0; --adversarial: 0.2)")
     p.add_argument("--no-startup", action="store_true", help="skip the cold/cached start-up subprocesses")
     p.add_argument("--no-gemm", action="store_true", help="skip the GEMM throughput measurement")
     p.add_argument("--json", default=None, help="also write the rows and the machine to this file")
+    p.add_argument("--adversarial", action="store_true",
+                   help="instead: gas per second of models cheap in gas but expensive to run, numba and reference, "
+                        "against the fixture models (cvm.bench_adversarial; MODEL names catalogue entries)")
 
 
 def run(args) -> int:
+    if args.adversarial:
+        from . import bench_adversarial
+        return bench_adversarial.run_from_bench(args)
     before = machine()["loadavg"]
-    rows = run_bench(args.models, tuple(args.batches), args.threads, tuple(args.backends), not args.no_startup,
-                     not args.no_gemm, args.seconds, log=lambda s: print(s, file=sys.stderr))
+    rows = run_bench(args.models, tuple(args.batches or (1, 64)), args.threads, tuple(args.backends),
+                     not args.no_startup, not args.no_gemm, args.seconds or 1.0,
+                     log=lambda s: print(s, file=sys.stderr))
     info = machine()
     print(f"CPU: {info['cpu']} ({info['cpus']} CPUs); flags: {' '.join(info['flags'])}")
     if before:

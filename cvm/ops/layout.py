@@ -59,16 +59,17 @@ def concat_ref(*xs, axis):
     """Each distinct input is laid out once, then one gather along the axis builds the output: the
     work is the output's elements plus a few list steps per input, however often an input repeats
     (a node may list one tensor 10^5 times and pays one gas per output element)."""
-    ids = [id(x) for x in xs]
-    position = {i: k for k, i in enumerate(dict.fromkeys(ids))}  # id -> index among distinct inputs
-    distinct = list({id(x): x for x in xs}.values())
+    ids = list(map(id, xs))  # per listing only C-level passes: ~80 ns each for 10^5 listings
+    by_id = dict(zip(ids, xs))  # distinct inputs, in order of first listing
+    position = {i: k for k, i in enumerate(by_id)}  # id -> index among distinct inputs
+    distinct = list(by_id.values())
     nd = max(x.ndim for x in distinct)
     batch = next(x.shape[0] for x in distinct if x.ndim == nd)
     parts = [x if x.ndim == nd else np.broadcast_to(x, (batch,) + x.shape) for x in distinct]
     stacked = np.concatenate(parts, axis=axis + 1)
     if len(parts) == len(xs):
         return stacked
-    which = np.array([position[i] for i in ids])
+    which = np.fromiter(map(position.__getitem__, ids), np.intp, len(ids))
     sizes = np.array([p.shape[axis + 1] for p in parts])
     lengths = sizes[which]
     starts = (np.cumsum(sizes) - sizes)[which]  # where each input lies in `stacked`
