@@ -368,7 +368,7 @@ def measure(model, x, backend: str, batch: int, seconds: float) -> dict:
     t = time_calls(lambda: model.run(xb, backend=backend), seconds, min_reps=3, max_reps=100_000)
     s = float(np.median(t))
     return {"batch": batch, "backend": backend, "gas": model.gas, "seconds": s, "reps": len(t),
-            "gas_per_s": model.gas * batch / s}
+            "gas_per_s": model.gas * batch / s, "charged_per_s": model.call_gas(batch) / s}
 
 
 def run_adversarial(names=None, backends=BACKENDS, batches=(1,), seconds: float = 0.2, fixtures=FIXTURE_MODELS,
@@ -382,13 +382,15 @@ def run_adversarial(names=None, backends=BACKENDS, batches=(1,), seconds: float 
             for backend in backends:
                 rows.append({"kind": "fixture", "model": name, **measure(model, x, backend, batch, seconds)})
         log(f"[adversarial] fixture {name}: done")
-    medians = {}
+    medians, charged_medians = {}, {}
     for batch in batches:
         for backend in backends:
-            vals = [r["gas_per_s"] for r in rows if r["backend"] == backend and r["batch"] == batch]
-            medians[(backend, batch)] = float(np.median(vals)) if vals else None
+            same = [r for r in rows if r["backend"] == backend and r["batch"] == batch]
+            medians[(backend, batch)] = float(np.median([r["gas_per_s"] for r in same])) if same else None
+            charged_medians[(backend, batch)] = float(np.median([r["charged_per_s"] for r in same])) if same else None
     for r in rows:
         r["ratio"] = r["gas_per_s"] / medians[(r["backend"], r["batch"])]
+        r["charged_ratio"] = r["charged_per_s"] / charged_medians[(r["backend"], r["batch"])]
     for name in names or list(CATALOGUE):
         t = time.perf_counter()
         model, x = build(name)
@@ -402,49 +404,60 @@ def run_adversarial(names=None, backends=BACKENDS, batches=(1,), seconds: float 
             for backend in backends:
                 r = {"kind": "adversarial", "model": name, "why": CATALOGUE[name].why, "build_s": built,
                      **measure(model, x, backend, batch, seconds)}
-                med = medians.get((backend, batch))
+                med, cmed = medians.get((backend, batch)), charged_medians.get((backend, batch))
                 r["ratio"] = r["gas_per_s"] / med if med else None
+                r["charged_ratio"] = r["charged_per_s"] / cmed if cmed else None
                 rows.append(r)
         log(f"[adversarial] {name}: done")
     return rows
 
 
-def floors(rows: list[dict]) -> list[dict]:
-    """Per (backend, batch): the lowest adversarial ratio, its model, and whether it is >= FLOOR."""
+def floors(rows: list[dict], ratio: str = "ratio") -> list[dict]:
+    """Per (backend, batch): the lowest adversarial ratio, its model, and whether it is >= FLOOR.
+    `ratio`: "ratio" (the model's gas) or "charged_ratio" (what a call pays, Model.call_gas)."""
+    gas_per_s = "gas_per_s" if ratio == "ratio" else "charged_per_s"
     out = []
     keys = sorted({(r["backend"], r["batch"]) for r in rows if r["kind"] == "adversarial"},
                   key=lambda k: (k[1], BACKENDS.index(k[0]) if k[0] in BACKENDS else 9))
     for backend, batch in keys:
         adv = [r for r in rows if r["kind"] == "adversarial" and r["backend"] == backend and r["batch"] == batch
-               and r["ratio"] is not None]
-        fix = [r["gas_per_s"] for r in rows if r["kind"] == "fixture" and r["backend"] == backend and r["batch"] == batch]
+               and r[ratio] is not None]
+        fix = [r[gas_per_s] for r in rows if r["kind"] == "fixture" and r["backend"] == backend and r["batch"] == batch]
         if not adv:
             continue
-        worst = min(adv, key=lambda r: r["ratio"])
+        worst = min(adv, key=lambda r: r[ratio])
         out.append({"backend": backend, "batch": batch, "median": float(np.median(fix)) if fix else None,
-                    "floor": worst["ratio"], "model": worst["model"], "ok": worst["ratio"] >= FLOOR,
-                    "below": sorted(r["model"] for r in adv if r["ratio"] < FLOOR)})
+                    "floor": worst[ratio], "model": worst["model"], "ok": worst[ratio] >= FLOOR,
+                    "below": sorted(r["model"] for r in adv if r[ratio] < FLOOR), "basis": ratio})
     return out
 
 
 def print_table(rows: list[dict], out=None) -> None:
     out = out or sys.stdout
-    print(f"{'model':<22} {'batch':>5} {'backend':<9} {'gas':>13} {'s/run':>10} {'gas/s':>9} {'vs median':>9}",
-          file=out)
+    print(f"{'model':<22} {'batch':>5} {'backend':<9} {'gas':>13} {'s/run':>10} {'gas/s':>9} {'vs median':>9} "
+          f"{'charged/s':>9} {'vs median':>9}", file=out)
+
+    def ratio_text(r, key):
+        if r.get(key) is None:
+            return f"{'-':>9}  "
+        flag = " <" if r["kind"] == "adversarial" and r[key] < FLOOR else "  "
+        return f"{r[key]:>9.3g}{flag}"
+
     for kind in ("fixture", "adversarial"):
         for r in (r for r in rows if r["kind"] == kind):
-            ratio = f"{r['ratio']:.3g}" if r.get("ratio") is not None else "-"
-            flag = " <" if kind == "adversarial" and r.get("ratio") is not None and r["ratio"] < FLOOR else ""
             print(f"{r['model']:<22} {r['batch']:>5} {r['backend']:<9} {r['gas']:>13,} {r['seconds']:>10.3e} "
-                  f"{r['gas_per_s']:>9.2e} {ratio:>9}{flag}", file=out)
-    print("(vs median: gas/s over the median gas/s of the fixture models on the same backend and batch; "
-          f"'<' marks a case below {FLOOR})", file=out)
-    for f in floors(rows):
-        verdict = ">=" if f["ok"] else "<"
-        below = f"; below {FLOOR}: {', '.join(f['below'])}" if f["below"] else ""
-        med = f"{f['median']:.2e}" if f["median"] else "-"
-        print(f"floor {f['backend']} batch {f['batch']}: {f['floor']:.3g} of the fixture median {med} gas/s "
-              f"({f['model']}), {verdict} {FLOOR}{below}", file=out)
+                  f"{r['gas_per_s']:>9.2e} {ratio_text(r, 'ratio')}{r['charged_per_s']:>9.2e} "
+                  f"{ratio_text(r, 'charged_ratio')}".rstrip(), file=out)
+    print("(gas/s: the model's gas; charged/s: what a call pays, the model's gas plus 3 gas per byte of input and "
+          "output (Model.call_gas); vs median: over the median of the fixture models on the same backend and "
+          f"batch; '<' marks a case below {FLOOR})", file=out)
+    for basis, label in (("ratio", "model gas"), ("charged_ratio", "charged gas")):
+        for f in floors(rows, basis):
+            verdict = ">=" if f["ok"] else "<"
+            below = f"; below {FLOOR}: {', '.join(f['below'])}" if f["below"] else ""
+            med = f"{f['median']:.2e}" if f["median"] else "-"
+            print(f"floor ({label}) {f['backend']} batch {f['batch']}: {f['floor']:.3g} of the fixture median "
+                  f"{med} gas/s ({f['model']}), {verdict} {FLOOR}{below}", file=out)
 
 
 # ------------------------------------------------------------------ CLI
@@ -462,7 +475,8 @@ def run_cli(names=None, backends=BACKENDS, batches=(1,), seconds: float = 0.2, f
           f">= {seconds} s per measurement", file=out)
     print_table(rows, out)
     if json_path:
-        Path(json_path).write_text(json.dumps({"machine": info, "rows": rows, "floors": floors(rows)}, indent=1))
+        Path(json_path).write_text(json.dumps({"machine": info, "rows": rows,
+                                               "floors": floors(rows) + floors(rows, "charged_ratio")}, indent=1))
     return rows
 
 

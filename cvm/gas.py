@@ -7,3 +7,4 @@ GAS_PER_COMPARE = 1  # one comparison in max_pool2d / max
 GAS_PER_REQUANT = 3  # multiply, rounding shift, clip
 GAS_PER_LOOKUP = 2  # table lookup
 GAS_PER_DIVISION = 8  # integer division
+GAS_PER_IO_BYTE = 3  # a call pays per byte of input and output it moves (the identity precompile's word charge / 32 * 3)

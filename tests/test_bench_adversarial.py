@@ -45,9 +45,9 @@ def test_bench_runs_end_to_end_and_prints_floors(tmp_path):
     assert {(r["model"], r["backend"], r["batch"]) for r in adv} == {
         (n, b, k) for n in names for b in ("numba", "reference") for k in (1, 2)}
     text = out.getvalue()
-    assert "floor numba batch 1" in text and "floor reference batch 2" in text
+    assert "floor (model gas) numba batch 1" in text and "floor (charged gas) reference batch 2" in text
     data = json.loads((tmp_path / "adv.json").read_text())
-    assert len(data["floors"]) == 4 and data["rows"]
+    assert len(data["floors"]) == 8 and data["rows"]
 
 
 def test_cvm_bench_adversarial_flag(capsys):
@@ -56,7 +56,7 @@ def test_cvm_bench_adversarial_flag(capsys):
     args = p.parse_args(["--adversarial", "relu_chain", "--seconds", "0.001", "--backends", "numba"])
     assert bench.run(args) == 0
     text = capsys.readouterr().out
-    assert "relu_chain" in text and "cancer_linear" in text and "floor numba batch 1" in text
+    assert "relu_chain" in text and "cancer_linear" in text and "floor (model gas) numba batch 1" in text
     assert bench.run(p.parse_args(["--adversarial", "no_such_model"])) == 2
 
 

@@ -23,12 +23,13 @@ from eth.abc import ComputationAPI
 from eth.exceptions import VMError
 
 import cvm
+from cvm.gas import GAS_PER_IO_BYTE
 from cvm.chain.store import HASH_BYTES, BadModelFile, ModelStore, StoreError
 
 log = logging.getLogger(__name__)
 
 CVM_PRECOMPILE_ADDRESS = (0xC0DE).to_bytes(20, "big")  # ICVM.PRECOMPILE in contracts/src/ICVM.sol
-GAS_PER_BYTE = 3  # per byte of input and of output, as the identity precompile's word charge
+GAS_PER_BYTE = GAS_PER_IO_BYTE  # per byte of input and of output (cvm.gas; Model.call_gas)
 
 
 class CVMPrecompileError(VMError):
@@ -41,9 +42,7 @@ def sample_bytes(spec) -> int:
 
 
 def precompile_gas(model: cvm.Model, input_length: int) -> int:
-    batch = input_length // sample_bytes(model.inputs[0])
-    output_length = batch * sample_bytes(model.outputs[0])
-    return model.gas * batch + GAS_PER_BYTE * (input_length + output_length)
+    return model.call_gas(input_length // sample_bytes(model.inputs[0]))
 
 
 def make_cvm_precompile(store: ModelStore, backend: str = "numba") -> Callable[[ComputationAPI], ComputationAPI]:
