@@ -12,7 +12,7 @@ import numpy as np
 
 from . import limits, meta as meta_schema
 from .errors import FormatError, GasLimitExceeded, InputError
-from .gas import GAS_PER_IO_BYTE
+from .gas import CALL_BASE_GAS, GAS_PER_IO_BYTE
 from .format import decode_file, decode_graph, encode_file, encode_graph, model_hash
 from .ir import Graph
 from .values import bits_max, storage_dtype
@@ -129,12 +129,12 @@ class Model:
         return self.gas * batch
 
     def call_gas(self, batch: int = 1) -> int:
-        """What a call through the chain pays: the model's gas for `batch` samples plus GAS_PER_IO_BYTE
-        per byte of input read and output written (docs/chain.md). Inputs are not in the model's gas
-        (they are not work a node chooses), so they are paid here: a model that reads a 2^24-element
-        input for one output costs what moving that input costs."""
+        """What a call through the chain pays (docs/chain.md): the model's gas for `batch` samples,
+        GAS_PER_IO_BYTE per byte of input read and output written, and CALL_BASE_GAS once. The model's
+        gas prices its nodes; the inputs (a 2^24-element input may feed one output) and the fixed cost
+        of a call (a one-node model costs ~100 gas for a call of microseconds) are priced here."""
         io_bytes = sum(int(np.prod(s.shape[1:], dtype=np.int64)) * s.dtype.itemsize for s in self.inputs + self.outputs)
-        return self.gas * batch + GAS_PER_IO_BYTE * io_bytes * batch
+        return CALL_BASE_GAS + self.gas * batch + GAS_PER_IO_BYTE * io_bytes * batch
 
     def run(self, inputs, backend: str = "numba", gas_limit: int | None = None, **options):
         """Integers in, integers out. Inputs: an array (one input) or a dict; outputs likewise."""

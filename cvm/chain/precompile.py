@@ -4,7 +4,7 @@ Calldata is ``model hash (32 bytes) ++ input bytes`` (one or more samples of the
 input, little-endian in its storage type); the return data is the output bytes in the same wire
 format (``Model.encode_output``). Gas, charged before anything runs:
 
-    model.gas * batch + GAS_PER_BYTE * (input bytes + output bytes)
+    CALL_BASE_GAS + model.gas * batch + GAS_PER_BYTE * (input bytes + output bytes)   (Model.call_gas)
 
 An unknown model, a malformed call, a wrong input length or too little gas raise a VMError: the
 call fails, consumes all the gas given to it, and touches no state. So does any other failure

@@ -7,6 +7,7 @@ from chainkit import BACKEND, ROOT, TEST_ARTIFACTS, reverts
 from web3 import Web3
 
 from cvm.chain.contracts import REVERT_ERRORS, deploy, register_model
+from cvm.gas import CALL_BASE_GAS
 from cvm.chain.precompile import CVM_PRECOMPILE_ADDRESS, GAS_PER_BYTE, precompile_gas
 
 pytestmark = pytest.mark.chain
@@ -47,7 +48,7 @@ def test_precompile_returns_the_model_output(env, tiny_cnn):
 def test_precompile_charges_model_gas_plus_bytes(env, tiny_cnn):
     model, x = tiny_cnn
     data = model.hash + model.encode_input(x)  # a batch of 4
-    expected = model.gas * len(x) + GAS_PER_BYTE * (len(x) * 64 + len(x) * 40)
+    expected = CALL_BASE_GAS + model.gas * len(x) + GAS_PER_BYTE * (len(x) * 64 + len(x) * 40)
     assert precompile_gas(model, len(data) - 32) == expected
     needed = intrinsic_gas(data) + expected
     r = send_to_precompile(env, data, gas=needed)
