@@ -870,6 +870,7 @@ def _add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--seeds", nargs="+", default=None, help="seed .cvm files (default: every committed model)")
     s.add_argument("--slow", type=float, default=SLOW_SECONDS, help=f"seconds a case may take (default {SLOW_SECONDS:g})")
     s.add_argument("--replay", nargs="+", default=None, metavar="CASE.cvm", help="check saved cases again instead")
+    s.add_argument("--reasons", type=int, default=0, metavar="N", help="also list the N commonest rejection reasons")
     s.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -906,6 +907,11 @@ def cmd_fuzz(args) -> int:
             bar.close()
     print(f"cvm fuzz --cases {args.cases} --seed {args.seed}: {len(seeds)} seed models")
     print(report.summary())
+    if args.reasons:
+        from .report import table
+        print()
+        rows = [[k, v] for k, v in report.reasons.most_common(args.reasons)]
+        print(table(["rejection (class: first words)", "count"], rows, "lr"))
     for f in report.crashes + report.disagreements + report.slow:
         where = f" -> {f.path}" if f.path else ""
         print(f"{f.kind} case {f.case} (seed model {f.seed_model}; {'; '.join(f.steps)}): {f.detail}{where}")
