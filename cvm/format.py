@@ -92,7 +92,7 @@ def decode_graph(consensus: bytes) -> Graph:
     obj = _unpack(consensus, "the graph")
     _expect(isinstance(obj, dict) and sorted(obj) == ["constants", "inputs", "nodes", "opset", "outputs", "version"],
             "the graph must be a map with keys constants, inputs, nodes, opset, outputs, version")
-    _expect(obj["version"] == FORMAT_VERSION, f"unsupported format version {obj['version']!r} (this CVM reads {FORMAT_VERSION})")
+    _expect(_is_int(obj["version"]) and obj["version"] == FORMAT_VERSION, f"unsupported format version {obj['version']!r} (this CVM reads {FORMAT_VERSION})")
     _expect(_is_int(obj["opset"]), "opset must be an integer")
     for key in ("constants", "inputs", "nodes", "outputs"):
         _expect(isinstance(obj[key], list), f"{key} must be a list")

@@ -168,3 +168,11 @@ def test_the_schema_lists_every_quantization_setting():
             schema({name: None}, "meta.quantization")
         except cvm.FormatError as e:
             assert "unknown key" not in str(e), f"add QuantConfig.{name} to cvm.meta.QUANTIZATION"
+
+
+@pytest.mark.parametrize("version", [True, 1.0])
+def test_version_must_be_the_integer(version):
+    obj = dict(_graph_pairs())
+    obj["version"] = version
+    with pytest.raises(cvm.FormatError, match="unsupported format version"):
+        cvm.loads(encode_file(msgpack.packb(obj, use_bin_type=True), {}))
