@@ -40,6 +40,14 @@ def clamp(x, lo, hi, out):
 
 
 @njit(cache=True, nogil=True)
+def div_const(x, d, out):
+    """div by one constant d >= 1: floor((2x + d) / 2d), as numba's // on int64 floors (as Python's)."""
+    d2 = 2 * d
+    for i in range(x.shape[0]):
+        out[i] = (2 * np.int64(x[i]) + d) // d2
+
+
+@njit(cache=True, nogil=True)
 def lut(x, table, offset, out):
     for i in range(x.shape[0]):
         out[i] = table[np.int64(x[i]) - offset]

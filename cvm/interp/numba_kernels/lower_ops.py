@@ -30,7 +30,23 @@ def _batch_view(arr, value, rank):
     return v.reshape((v.shape[0],) + (1,) * (rank - v.ndim + 1) + v.shape[1:])
 
 
+def _div_by_one_constant(p: Planner, node) -> int | None:
+    """The divisor when a div node divides an activation by a one-element constant into the same
+    shape (then layout does not matter: one flat kernel over the stored buffer)."""
+    x, d = node.inputs
+    divisor = p.const(d)
+    tensors = p.analysis.tensors
+    if p.const(x) is None and divisor is not None and divisor.size == 1 and tensors[node.output].shape == tensors[x].shape:
+        return int(divisor.reshape(-1)[0])
+    return None
+
+
 def lower_binary(p: Planner, index, node, attrs):
+    if node.op == "div" and (d := _div_by_one_constant(p, node)) is not None:
+        x = p.values[node.inputs[0]]
+        p.add("div", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
+              lambda ins, out: [(elementwise.div_const, (_flat(ins[0]), d, _flat(out)))])
+        return
     out_value = p.spec_value(node.output)
     shape, rank = out_value.shape, len(out_value.shape)
     acts = [n for n in node.inputs if p.const(n) is None]
@@ -53,10 +69,12 @@ def lower_binary(p: Planner, index, node, attrs):
                 for n in names]
 
     if node.op == "div":
+        twice = {n: 2 * v for n, v in consts.items()}  # a constant divisor's 2d, once
+
         def bind(ins, out):
             x, d = operands(ins)
             o = out if nhwc else canonical(out, out_value)
-            return [(_div, (x, d, o))]
+            return [(_div, (x, d, twice.get(names[1]), o))]
     else:
         ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[node.op]
         fn = functools.partial(ufunc, dtype=calc, casting="unsafe")
@@ -66,10 +84,13 @@ def lower_binary(p: Planner, index, node, attrs):
     p.add(node.op, act_names, node.output, out_value, bind)
 
 
-def _div(x, d, out):
-    """floor((2x + d) / (2d)) in int64 (d >= 1 was proven)."""
-    x, d = x.astype(np.int64), d.astype(np.int64)
-    np.copyto(out, (2 * x + d) // (2 * d))
+def _div(x, d, d2, out):
+    """floor((2x + d) / (2d)) in int64 (d >= 1 was proven); d2 = 2d when d is a constant. Three numpy
+    calls: a div node is ~140 gas on a few elements, so its fixed cost is the calls."""
+    t = np.multiply(x, 2, dtype=np.int64)
+    t += d
+    d2 = np.multiply(d, 2, dtype=np.int64) if d2 is None else d2
+    np.floor_divide(t, d2, out=out, dtype=np.int64, casting="unsafe")
 
 
 def lower_clamp(p: Planner, index, node, attrs):
