@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import gas
 from ..limits import MAX_CLIP, MIN_CLIP
-from .base import Attr, OpDef, broadcast_shapes, corners, elements, require
+from .base import Attr, OpDef, broadcast_shapes, clamp, corners, elements, require
 
 
 def _binary_shape(args, a):
@@ -62,7 +62,7 @@ def clip_bound(args, a, out):
 
 
 def clip_ref(x, *, lo, hi):
-    return np.clip(x, lo, hi)
+    return clamp(x, lo, hi)
 
 
 CLIP = OpDef("clip", 1, 1, {"lo": Attr("int"), "hi": Attr("int")}, clip_shape, clip_bound, _elements_cost,

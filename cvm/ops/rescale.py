@@ -6,7 +6,7 @@ import numpy as np
 from .. import gas
 from ..limits import MAX_AXIS, MAX_BITS, MAX_LUT_SIZE, MAX_SHIFT
 from ..values import bits_max
-from .base import Attr, OpDef, RuleError, broadcast_shapes, corners, elements, require
+from .base import Attr, OpDef, RuleError, broadcast_shapes, clamp, corners, elements, require
 
 INT64_MAX = (1 << 63) - 1
 
@@ -56,7 +56,7 @@ def requant_ref(x, m, *, shift, bits, axis):
     if m.shape[0] != 1:
         m = m.reshape((m.shape[0],) + (1,) * (x.ndim - 2 - axis))
     lim = bits_max(bits)
-    return np.clip(round_shift(x * m, shift), -lim, lim)
+    return clamp(round_shift(x * m, shift), -lim, lim)
 
 
 REQUANT = OpDef(
