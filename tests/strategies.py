@@ -259,13 +259,15 @@ def binary_case(draw) -> Case:
 def div_case(draw) -> Case:
     b = cvm.GraphBuilder()
     out_shape = shape(draw)
-    x = source(draw, b, out_shape, draw(st.sampled_from([8, 8, 16, 31])))
+    partner = tuple(1 if draw(st.booleans()) else d for d in out_shape)
     if draw(st.booleans()):
+        x = source(draw, b, out_shape, draw(st.sampled_from([8, 8, 16, 31])))
         dmax = draw(st.sampled_from([1, 2, 3, 7, 100, 1 << 20, I32]))
         d = b.const(values(draw, broadcast_partner(draw, out_shape), 1, dmax))
     else:
-        partner = tuple(1 if draw(st.booleans()) else d for d in out_shape)
-        y = source(draw, b, partner, draw(st.sampled_from([4, 8, 16])), "y")
+        x_shape, d_shape = (partner, out_shape) if draw(st.booleans()) else (out_shape, partner)  # either broadcasts
+        x = source(draw, b, x_shape, draw(st.sampled_from([8, 8, 16, 31])))
+        y = source(draw, b, d_shape, draw(st.sampled_from([4, 8, 16])), "y")
         d = b.op("clip", y, lo=1, hi=draw(st.sampled_from([1, 2, 9, 1000])))
     return finish(draw, b, b.op("div", x, d))
 

@@ -87,8 +87,7 @@ def lower_binary(p: Planner, index, node, attrs):
 def _div(x, d, d2, out):
     """floor((2x + d) / (2d)) in int64 (d >= 1 was proven); d2 = 2d when d is a constant. Three numpy
     calls: a div node is ~140 gas on a few elements, so its fixed cost is the calls."""
-    t = np.multiply(x, 2, dtype=np.int64)
-    t += d
+    t = np.add(np.multiply(x, 2, dtype=np.int64), d)  # not in place: d may broadcast x to a larger shape
     d2 = np.multiply(d, 2, dtype=np.int64) if d2 is None else d2
     np.floor_divide(t, d2, out=out, dtype=np.int64, casting="unsafe")
 
