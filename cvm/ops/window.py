@@ -11,6 +11,8 @@ every one of them is below 2^42, so any implementation may hold them in int64.
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 
@@ -77,9 +79,19 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def axis_pieces(size: int, n_out: int, k: int, s: int, d: int, pad: int) -> list[Piece]:
+CACHED_PIECES = 64  # axes of at most this many pieces are remembered (1,024 of them: ~10 MB at most)
+
+
+def axis_pieces(size: int, n_out: int, k: int, s: int, d: int, pad: int) -> tuple[Piece, ...]:
     """The (output, tap) pairs of one axis that read real input, as at most min(k, n_out) pieces:
-    tap-major when there are no more taps than outputs, output-major otherwise."""
+    tap-major when there are no more taps than outputs, output-major otherwise. Small answers are
+    cached: a chain of small convs or pools asks the same question at every node."""
+    if min(k, n_out) <= CACHED_PIECES:
+        return _small_axis_pieces(size, n_out, k, s, d, pad)
+    return _axis_pieces(size, n_out, k, s, d, pad)
+
+
+def _axis_pieces(size: int, n_out: int, k: int, s: int, d: int, pad: int) -> tuple[Piece, ...]:
     pieces = []
     if k <= n_out:
         for t in range(k):
@@ -97,4 +109,7 @@ def axis_pieces(size: int, n_out: int, k: int, s: int, d: int, pad: int) -> list
                 first = a + t_lo * d
                 pieces.append(Piece(slice(o, o + 1), slice(t_lo, t_hi + 1),
                                     slice(first, first + (t_hi - t_lo) * d + 1, d)))
-    return pieces
+    return tuple(pieces)
+
+
+_small_axis_pieces = functools.lru_cache(maxsize=1024)(_axis_pieces)
