@@ -448,9 +448,9 @@ def print_table(rows: list[dict], out=None) -> None:
             print(f"{r['model']:<22} {r['batch']:>5} {r['backend']:<9} {r['gas']:>13,} {r['seconds']:>10.3e} "
                   f"{r['gas_per_s']:>9.2e} {ratio_text(r, 'ratio')}{r['charged_per_s']:>9.2e} "
                   f"{ratio_text(r, 'charged_ratio')}".rstrip(), file=out)
-    print("(gas/s: the model's gas; charged/s: what a call pays, the model's gas plus 3 gas per byte of input and "
-          "output (Model.call_gas); vs median: over the median of the fixture models on the same backend and "
-          f"batch; '<' marks a case below {FLOOR})", file=out)
+    print("(gas/s: the model's gas; charged/s: what a call through the chain pays, Model.call_gas: CALL_BASE_GAS "
+          "once, the model's gas, GAS_PER_IO_BYTE per input and output byte; vs median: over the median of the "
+          f"fixture models on the same backend and batch; '<' marks a case below {FLOOR})", file=out)
     for basis, label in (("ratio", "model gas"), ("charged_ratio", "charged gas")):
         for f in floors(rows, basis):
             verdict = ">=" if f["ok"] else "<"
