@@ -221,14 +221,14 @@ def bench_latency(bm: BenchModel, batches, threads: int, backends, min_seconds: 
         x = {name: bm.batch(bm.int_inputs, batch)}
         fns = {}
         if "numba" in backends:
-            fns["numba"] = lambda: runner(x)
+            fns["numba"] = lambda x=x: runner(x)
         for backend, sess in sessions.items():
             feed = {sess.get_inputs()[0].name: bm.batch(bm.float_inputs, batch)}
             fns[backend] = lambda sess=sess, feed=feed: sess.run(None, feed)
         for backend, (t, cpu) in interleaved(fns, min_seconds).items():
             rows.append(_latency_row(bm.name, batch, backend, t, threads, cpu))
         if "reference" in backends:
-            t = time_calls(lambda: reference.run(model.graph, model.analysis, x), min_seconds, min_reps=3, max_reps=50)
+            t = time_calls(lambda x=x: reference.run(model.graph, model.analysis, x), min_seconds, min_reps=3, max_reps=50)
             rows.append(_latency_row(bm.name, batch, "reference", t, 1))
     order = {b: i for i, b in enumerate(BACKENDS)}
     return sorted(rows, key=lambda r: (r["batch"], order[r["backend"]]))
@@ -321,7 +321,7 @@ def bench_gemm(threads: int, m: int = 1024, k: int = 1024, n: int = 1024, min_se
     rows, ops = [], 2 * m * k * n
     for isa in nb.available_isas():
         runner = nb.prepare(model.graph, model.analysis, isa=isa, threads=threads)
-        wall, cpu = interleaved({"dense": lambda: runner(xs)}, min_seconds)["dense"]
+        wall, cpu = interleaved({"dense": lambda runner=runner: runner(xs)}, min_seconds)["dense"]
         t, c = float(np.median(wall)), float(np.median(cpu))
         rows.append({"kind": "gemm", "isa": isa, "threads": threads, "m": m, "k": k, "n": n,
                      "gops": ops / t / 1e9, "gops_cpu": ops * threads / c / 1e9, "ms": t * 1e3})

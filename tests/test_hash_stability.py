@@ -1,7 +1,6 @@
 """Model files and output commitments hash the same after save/load/save, and the golden hashes of
 the conformance suite hold. Reference backend only (no numba): this file also runs in the numpy<2
 venv of the FHE extra."""
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -93,7 +93,7 @@ def conv2d_cost(args, a, out):
 def conv2d_ref(x, w, b=None, *, strides, pads, dilations, groups):
     """Sum over the pieces of window.axis_pieces: the padding is never materialised, and the Python
     loop runs min(KH, OH) * min(KW, OW) times."""
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
+    (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilations, pads
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh, ow = _conv_geometry(x.shape[1:], w.shape, dict(strides=strides, pads=pads, dilations=dilations))

@@ -1,7 +1,6 @@
 """The only ops that round or look up: requant (multiply + rounding right shift + clip), lut, div."""
 from __future__ import annotations
 
-import numpy as np
 
 from .. import gas
 from ..limits import MAX_AXIS, MAX_BITS, MAX_LUT_SIZE, MAX_SHIFT

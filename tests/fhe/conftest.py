@@ -6,7 +6,6 @@ import pytest
 
 pytest.importorskip("concrete.fhe", reason="needs the fhe extra: bash scripts/setup_fhe.sh")
 
-import cvm  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -203,7 +203,7 @@ def lower_slice(p: Planner, index, node, attrs):
 def lower_pad(p: Planner, index, node, attrs):
     x_name = p.viewable(node.inputs[0])
     x = p.values[x_name]
-    pads, value, r = attrs["pads"], attrs["value"], len(x.shape)
+    pads, value = attrs["pads"], attrs["value"]
     inner = (slice(None),) + tuple(slice(pads[i], pads[i] + d) for i, d in enumerate(x.shape))
 
     def bind(ins, out):
