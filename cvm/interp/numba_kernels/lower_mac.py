@@ -9,6 +9,9 @@ Path per node, from the proven input interval and the actual weights and bias:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 from . import conv
@@ -64,78 +67,131 @@ def choose_path(rows: np.ndarray, bias: np.ndarray, x: Value, isa: str, vnni_pai
     return "i64"
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """What one MAC node's path needs at planning time: w (groups, og, kh, kw, cg) in the kernels' K
+    order (u, v, c), its rows (groups * og, k) and bias as int64, the geometry `gm` (the stored input
+    seen as (N, h, w, c), and kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow), the input's proven
+    Value, and `tail`: the output step's (mult, mult2, params)."""
+    w: np.ndarray
+    rows: np.ndarray
+    bias: np.ndarray
+    gm: dict
+    x: Value
+    tail: tuple
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, int]:
+        return self.w.shape
+
+    def portable_geo(self) -> np.ndarray:
+        g, og, kh, kw, cg = self.shape
+        gm = self.gm
+        return np.array([kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], gm["pt"], gm["pl"], g, cg, og,
+                         kh * kw * cg, gm["oh"], gm["ow"]], np.int64)
+
+
+def _in_place(x4):
+    """The portable kernels read the stored input as it is (no copy, no calls before)."""
+    return x4, []
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """A path's kernel with its prepared arguments: the kernel runs over blocks of `block_rows`
+    output rows as kern(src, *args, residual, out, geo, b0, b1); `first(x4)` gives src from the
+    stored input and the calls that must run before (VNNI: the padded uint8 copy)."""
+    kern: Callable
+    args: tuple
+    geo: np.ndarray
+    block_rows: int
+    scratch: int = 0
+    first: Callable = _in_place
+
+
+def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
+    from . import vnni
+    g, og, kh, kw, cg = m.shape
+    gm, c = m.gm, g * cg
+    hp, wp = gm["h"] + gm["pt"] + gm["pb"], gm["w"] + gm["pl"] + gm["pr"]
+    geo = vnni.geometry(kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], g, cg, og, gm["oh"], gm["ow"], hp, wp)
+    b = np.zeros((g, vnni.panels(og) * 16), np.int64)
+    b[:, :og] = (m.bias - 128 * m.rows.sum(axis=1)).reshape(g, og)
+    min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
+
+    def first(x4):
+        n = x4.shape[0]
+        buf = np.empty(n * hp * wp * c + vnni.SLACK, np.uint8)
+        xp = buf[:n * hp * wp * c].reshape(n, hp, wp * c)
+        pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * c), n * hp,
+                          min_pad_rows)
+        return xp.reshape(n, hp, wp, c), [pad]
+    return KernelCall(vnni.conv_vnni, (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail), geo,
+                      vnni.BLOCK_ROWS, hp * wp * c, first)
+
+
+def _prepare_depthwise(p: Planner, m: Gemm) -> KernelCall:
+    g, _, kh, kw, _ = m.shape
+    mult, mult2, params = m.tail
+    w = np.ascontiguousarray(m.w.reshape(g, kh, kw).transpose(1, 2, 0)).astype(np.int32)
+    args = (w, m.bias.astype(np.int32), mult.reshape(1, g), mult2.reshape(1, g), params)
+    return KernelCall(conv.conv_depthwise, args, m.portable_geo(), conv.BLOCK_ROWS)
+
+
+def _prepare_i32(p: Planner, m: Gemm) -> KernelCall:
+    g, og, kh, kw, cg = m.shape
+    wide = m.x.dtype.itemsize > 2 or m.rows.min() < -32768 or m.rows.max() > 32767
+    weights = m.w.reshape(g, og, kh * kw * cg).astype(np.int32 if wide else np.int16)
+    args = (weights, m.bias.reshape(g, og).astype(np.int32), *m.tail)
+    return KernelCall(conv.conv_i32, args, m.portable_geo(), conv.BLOCK_ROWS)
+
+
+def _prepare_i64(p: Planner, m: Gemm) -> KernelCall:
+    g, og = m.shape[:2]
+    return KernelCall(conv.conv_i64, (m.w.astype(np.int64), m.bias.reshape(g, og), *m.tail), m.portable_geo(),
+                      conv.BLOCK_ROWS)
+
+
+PREPARE = {"vnni": _prepare_vnni, "depthwise": _prepare_depthwise, "i32": _prepare_i32, "i64": _prepare_i64}
+
+
+def _path(p: Planner, m: Gemm) -> str:
+    g, og, _, _, cg = m.shape
+    x = m.x
+    path = choose_path(m.rows, m.bias, x, p.isa, p.isa == "vnni" and vnni_buffers_paid(m.gm, g, og, cg))
+    if g > 1 and cg == 1 and og == 1 and partial_sums_fit_int32(m.rows, min(x.lo, 0), max(x.hi, 0), m.bias):
+        path = "depthwise"
+    return path
+
+
 def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: dict, channel_axis: int,
                out_layout: str, label: str):
-    """w: (groups, og, kh, kw, cg) in the kernels' K order (u, v, c); geom: the stored input seen as
-    (N, h, w, c), and kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow."""
-    gm = geom
+    """One MAC node and the output step fused after it: choose the path, prepare its kernel call
+    (PREPARE), and emit it once the last fused node is reached."""
     g, og, kh, kw, cg = w.shape
-    k = kh * kw * cg
-    x = p.values[x_name]
-    rows = w.reshape(g * og, k).astype(np.int64)
+    rows = w.reshape(g * og, kh * kw * cg).astype(np.int64)
     bias = np.zeros(g * og, np.int64) if bias is None else bias.astype(np.int64)
-    path = choose_path(rows, bias, x, p.isa, p.isa == "vnni" and vnni_buffers_paid(gm, g, og, cg))
-    if g > 1 and cg == 1 and og == 1 and partial_sums_fit_int32(rows, min(x.lo, 0), max(x.hi, 0), bias):
-        path = "depthwise"
     ostep = p.output_step(index, channel_axis)
-    out_value = p.spec_value(ostep.output, out_layout)
     tail = (ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params())
-    x4shape = (gm["h"], gm["w"], gm["c"])
-    if path == "vnni":
-        from . import vnni
-        hp, wp = gm["h"] + gm["pt"] + gm["pb"], gm["w"] + gm["pl"] + gm["pr"]
-        geo = vnni.geometry(kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], g, cg, og, gm["oh"], gm["ow"], hp, wp)
-        c = g * cg
-        nv = vnni.panels(og)
-        b = np.zeros((g, nv * 16), np.int64)
-        b[:, :og] = (bias - 128 * rows.sum(axis=1)).reshape(g, og)
-        args = (vnni.pack_weights(w, geo), b.astype(np.int32), *tail)
-        block_rows, kern = vnni.BLOCK_ROWS, vnni.conv_vnni
-        min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
-
-        scratch = hp * wp * c
-
-        def first(x4):
-            n = x4.shape[0]
-            buf = np.empty(n * hp * wp * c + vnni.SLACK, np.uint8)
-            xp = buf[:n * hp * wp * c].reshape(n, hp, wp * c)
-            return xp.reshape(n, hp, wp, c), [p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"],
-                                                                             gm["pl"] * c), n * hp, min_pad_rows)]
-    else:
-        geo = np.array([kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], gm["pt"], gm["pl"], g, cg, og, k,
-                        gm["oh"], gm["ow"]], np.int64)
-        if path == "depthwise":
-            args = (np.ascontiguousarray(w.reshape(g, kh, kw).transpose(1, 2, 0)).astype(np.int32),
-                    bias.astype(np.int32), tail[0].reshape(1, g), tail[1].reshape(1, g), tail[2])
-            kern = conv.conv_depthwise
-        elif path == "i32":
-            wide = x.dtype.itemsize > 2 or rows.min() < -32768 or rows.max() > 32767
-            weights = w.reshape(g, og, k).astype(np.int32 if wide else np.int16)
-            args = (weights, bias.reshape(g, og).astype(np.int32), *tail)
-            kern = conv.conv_i32
-        else:
-            args = (w.astype(np.int64), bias.reshape(g, og), *tail)
-            kern = conv.conv_i64
-        block_rows, scratch = conv.BLOCK_ROWS, 0
-
-        def first(x4):
-            return x4, []
-    min_blocks = -(-PAR_MIN_MACS // (block_rows * g * og * k))
+    m = Gemm(w, rows, bias, geom, p.values[x_name], tail)
+    path = _path(p, m)
+    call = PREPARE[path](p, m)
+    min_blocks = -(-PAR_MIN_MACS // (call.block_rows * g * og * kh * kw * cg))
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     label = f"{label}[{path}]" + ("+" + fused if fused else "")
+    x4shape = (geom["h"], geom["w"], geom["c"])
+    out_value = p.spec_value(ostep.output, out_layout)
+
+    def bind(ins, out):
+        src, calls = call.first(ins[0].reshape((-1,) + x4shape))
+        out2 = out.reshape(-1, g * og)
+        res = ins[1].reshape(out2.shape) if len(ins) > 1 else NO_RESIDUAL
+        blocks = -(-out2.shape[0] // call.block_rows)
+        return calls + [p.pool.call(call.kern, (src, *call.args, res, out2, call.geo), blocks, min_blocks)]
 
     def emit():
-        inputs = [x_name]
-        if ostep.residual is not None:
-            inputs.append(p.in_layout(ostep.residual, out_layout))
-
-        def bind(ins, out):
-            src, calls = first(ins[0].reshape((-1,) + x4shape))
-            out2 = out.reshape(-1, g * og)
-            res = ins[1].reshape(out2.shape) if len(ins) > 1 else NO_RESIDUAL
-            blocks = -(-out2.shape[0] // block_rows)
-            return calls + [p.pool.call(kern, (src, *args, res, out2, geo), blocks, min_blocks)]
-        p.add(label, inputs, ostep.output, out_value, bind, scratch=scratch)
+        inputs = [x_name] + ([p.in_layout(ostep.residual, out_layout)] if ostep.residual is not None else [])
+        p.add(label, inputs, ostep.output, out_value, bind, scratch=call.scratch)
     p.at(max((index,) + ostep.nodes), emit)
     return ostep.nodes
 
