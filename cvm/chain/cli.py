@@ -6,8 +6,15 @@ The handlers import the chain modules when they run, so `cvm --help` stays fast.
 from __future__ import annotations
 
 import argparse
-import sys
 import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -25,9 +32,45 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    from cvm.chain.node import run_node
-
     return run_node(args)
+
+
+def read_key(value: str) -> LocalAccount:
+    """A private key given as hex, as env:NAME (an environment variable) or as a file path."""
+    from eth_account import Account
+
+    if value.startswith("env:"):
+        value = os.environ[value[4:]]
+    elif Path(value).is_file():
+        value = Path(value).read_text().strip()
+    return Account.from_key(value)
+
+
+def run_node(args: argparse.Namespace) -> int:
+    """`cvm node`: one operator against a JSON-RPC chain until stopped (Ctrl-C or SIGTERM)."""
+    from web3 import Web3
+
+    from cvm.chain.node import Operator
+    from cvm.chain.store import ModelStore
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    account = read_key(args.key)
+    w3 = Web3(Web3.HTTPProvider(args.rpc))
+    store = ModelStore(args.models)
+    db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
+    op = Operator(w3, account, args.oracle, store, db, backend=args.backend, from_block=args.from_block,
+                  confirmations=args.confirmations)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # a service manager's stop: log it and leave cleanly
+    try:
+        op.run(poll_interval=args.poll)
+    except KeyboardInterrupt:
+        logging.getLogger("cvm.node").info("%s: stopped", op.name)
+    return 0
+
+
+def _stop_on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt  # every step is restartable, so stopping between any two lines is safe
 
 
 def add_node_arguments(p: argparse.ArgumentParser) -> None:

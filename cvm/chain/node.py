@@ -27,16 +27,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sqlite3
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from enum import IntEnum
-from pathlib import Path
 
-from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.exceptions import Web3Exception
@@ -96,6 +93,18 @@ class Job:
     reveal_tx: str | None
     attempts: int
     note: str | None
+
+
+@dataclass(frozen=True)
+class OnChain:
+    """What the chain says of one request and of this operator's submission to it, read once a step."""
+    req: dict
+    status: Status
+    commits: int
+    committee: int
+    commitment: bytes  # this operator's commitment (ZERO32 if none)
+    vote: bytes  # this operator's revealed vote (ZERO32 if none)
+    now: int  # the latest block's timestamp
 
 
 class Operator:
@@ -244,74 +253,78 @@ class Operator:
     # ------------------------------------------------------------ one request
 
     def advance(self, job: Job) -> None:
-        req = call_struct(self.oracle.functions.getRequest(job.request_id))
-        status, commits = Status(req["status"]), req["commits"]
-        commit_deadline, reveal_deadline = req["commitDeadline"], req["revealDeadline"]
-        committee = self.oracle.functions.committeeSize().call()
-        sub = call_struct(self.oracle.functions.getSubmission(job.request_id, self.account.address))
-        commitment_on_chain, vote_on_chain = bytes(sub["commitment"]), bytes(sub["vote"])
-        now = self.w3.eth.get_block("latest")["timestamp"]
-
-        if status == Status.NONE:
+        """One step of a request, from what the chain says now: commit, reveal or settle (by state)."""
+        chain = self._read_chain(job)
+        if chain.status == Status.NONE:
             self._done(job, "the oracle does not know this request", logging.ERROR)
-        elif job.state == "seen":
-            if commitment_on_chain != ZERO32:  # sent before a crash, or by another instance
-                if job.salt is not None and commitment_on_chain == self.commitment(job):
-                    self._update(job, state="committed", note=None)
-                    log.info("%s: request %d: commitment found on chain", self.name, job.request_id)
-                else:
-                    self._done(job, "a commitment this database does not know is on chain", logging.ERROR)
-                return
-            if status != Status.PENDING or now >= commit_deadline or commits >= committee:
-                self._done(job, f"commit phase closed ({status.name.lower()}, {commits}/{committee} commits)")
-                return
-            if not self.oracle.functions.isOperator(self.account.address).call():
-                self._done(job, "this account is not an active operator (stake too low or leaving)",
-                           logging.WARNING)
-                return
-            if job.salt is None and not self._compute(job):
-                return
-            receipt = send(self.w3, self.account, self.oracle.functions.commit(job.request_id, self.commitment(job)))
-            self._update(job, state="committed", commit_tx=receipt["transactionHash"].hex(), note=None)
-            log.info("%s: request %d: committed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+            return
+        step = {"seen": self._commit_step, "committed": self._reveal_step, "revealed": self._settle_step}.get(job.state)
+        if step is not None:
+            step(job, chain)
 
-        elif job.state == "committed":
-            if commitment_on_chain == ZERO32:  # the commit was dropped (a reorg): send it again, same salt
-                self._update(job, state="seen", commit_tx=None)
-                log.warning("%s: request %d: commitment no longer on chain, committing again", self.name,
-                            job.request_id)
-                return
-            if vote_on_chain != ZERO32:
-                self._update(job, state="revealed")
-                log.info("%s: request %d: reveal found on chain", self.name, job.request_id)
-                return
-            if status == Status.EXPIRED or now > reveal_deadline:
-                self._done(job, "reveal deadline passed before the reveal", logging.ERROR)
-                return
-            if not self.oracle.functions.revealOpen(job.request_id).call():
-                return  # waiting for the other commits or the commit deadline
-            call = self.oracle.functions.reveal(job.request_id, job.output_hash, job.salt, job.output)
-            gas = self.oracle.functions.callbackGasLimit().call() + REVEAL_GAS_OVERHEAD
-            receipt = send(self.w3, self.account, call, gas=gas)
-            self._update(job, state="revealed", reveal_tx=receipt["transactionHash"].hex())
-            log.info("%s: request %d: revealed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+    def _read_chain(self, job: Job) -> OnChain:
+        req = call_struct(self.oracle.functions.getRequest(job.request_id))
+        sub = call_struct(self.oracle.functions.getSubmission(job.request_id, self.account.address))
+        return OnChain(req, Status(req["status"]), req["commits"], self.oracle.functions.committeeSize().call(),
+                       bytes(sub["commitment"]), bytes(sub["vote"]), self.w3.eth.get_block("latest")["timestamp"])
 
-        elif job.state == "revealed":
-            if vote_on_chain == ZERO32 and status == Status.PENDING:  # the reveal was dropped: again
-                self._update(job, state="committed", reveal_tx=None)
-                log.warning("%s: request %d: reveal no longer on chain, revealing again", self.name, job.request_id)
-                return
-            everyone_revealed = req["reveals"] >= req["commits"]
-            if req["settled"] or (status == Status.FINALIZED and everyone_revealed):
-                self._finish(job, req)
-            elif now > reveal_deadline:  # expire the request or slash a missing reveal: settle it
-                try:
-                    receipt = send(self.w3, self.account, self.oracle.functions.settle(job.request_id))
-                    log.info("%s: request %d: settled (gas %d)", self.name, job.request_id, receipt["gasUsed"])
-                except TxFailed as e:
-                    if e.error != "AlreadySettled":
-                        raise
-                self._finish(job, call_struct(self.oracle.functions.getRequest(job.request_id)))
+    def _commit_step(self, job: Job, chain: OnChain) -> None:
+        if chain.commitment != ZERO32:  # sent before a crash, or by another instance
+            if job.salt is not None and chain.commitment == self.commitment(job):
+                self._update(job, state="committed", note=None)
+                log.info("%s: request %d: commitment found on chain", self.name, job.request_id)
+            else:
+                self._done(job, "a commitment this database does not know is on chain", logging.ERROR)
+            return
+        if chain.status != Status.PENDING or chain.now >= chain.req["commitDeadline"] or chain.commits >= chain.committee:
+            self._done(job, f"commit phase closed ({chain.status.name.lower()}, {chain.commits}/{chain.committee} commits)")
+            return
+        if not self.oracle.functions.isOperator(self.account.address).call():
+            self._done(job, "this account is not an active operator (stake too low or leaving)", logging.WARNING)
+            return
+        if job.salt is None and not self._compute(job):
+            return
+        receipt = send(self.w3, self.account, self.oracle.functions.commit(job.request_id, self.commitment(job)))
+        self._update(job, state="committed", commit_tx=receipt["transactionHash"].hex(), note=None)
+        log.info("%s: request %d: committed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+
+    def _reveal_step(self, job: Job, chain: OnChain) -> None:
+        if chain.commitment == ZERO32:  # the commit was dropped (a reorg): send it again, same salt
+            self._update(job, state="seen", commit_tx=None)
+            log.warning("%s: request %d: commitment no longer on chain, committing again", self.name, job.request_id)
+            return
+        if chain.vote != ZERO32:
+            self._update(job, state="revealed")
+            log.info("%s: request %d: reveal found on chain", self.name, job.request_id)
+            return
+        if chain.status == Status.EXPIRED or chain.now > chain.req["revealDeadline"]:
+            self._done(job, "reveal deadline passed before the reveal", logging.ERROR)
+            return
+        if not self.oracle.functions.revealOpen(job.request_id).call():
+            return  # waiting for the other commits or the commit deadline
+        call = self.oracle.functions.reveal(job.request_id, job.output_hash, job.salt, job.output)
+        gas = self.oracle.functions.callbackGasLimit().call() + REVEAL_GAS_OVERHEAD
+        receipt = send(self.w3, self.account, call, gas=gas)
+        self._update(job, state="revealed", reveal_tx=receipt["transactionHash"].hex())
+        log.info("%s: request %d: revealed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+
+    def _settle_step(self, job: Job, chain: OnChain) -> None:
+        req = chain.req
+        if chain.vote == ZERO32 and chain.status == Status.PENDING:  # the reveal was dropped: again
+            self._update(job, state="committed", reveal_tx=None)
+            log.warning("%s: request %d: reveal no longer on chain, revealing again", self.name, job.request_id)
+            return
+        everyone_revealed = req["reveals"] >= req["commits"]
+        if req["settled"] or (chain.status == Status.FINALIZED and everyone_revealed):
+            self._finish(job, req)
+        elif chain.now > req["revealDeadline"]:  # expire the request or slash a missing reveal: settle it
+            try:
+                receipt = send(self.w3, self.account, self.oracle.functions.settle(job.request_id))
+                log.info("%s: request %d: settled (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+            except TxFailed as e:
+                if e.error != "AlreadySettled":
+                    raise
+            self._finish(job, call_struct(self.oracle.functions.getRequest(job.request_id)))
 
     def _finish(self, job: Job, req: dict) -> None:
         if Status(req["status"]) != Status.FINALIZED:
@@ -367,38 +380,8 @@ def commitment(request_id: int, output_hash: bytes, salt: bytes, operator: str) 
 # ---------------------------------------------------------------- command line
 
 
-def read_key(value: str) -> LocalAccount:
-    """A private key given as hex, as env:NAME (an environment variable) or as a file path."""
-    if value.startswith("env:"):
-        value = os.environ[value[4:]]
-    elif Path(value).is_file():
-        value = Path(value).read_text().strip()
-    return Account.from_key(value)
-
-
-def run_node(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    account = read_key(args.key)
-    w3 = Web3(Web3.HTTPProvider(args.rpc))
-    store = ModelStore(args.models)
-    db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
-    op = Operator(w3, account, args.oracle, store, db, backend=args.backend, from_block=args.from_block,
-                  confirmations=args.confirmations)
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # a service manager's stop: log it and leave cleanly
-    try:
-        op.run(poll_interval=args.poll)
-    except KeyboardInterrupt:
-        log.info("%s: stopped", op.name)
-    return 0
-
-
-def _stop_on_sigterm(signum, frame) -> None:
-    raise KeyboardInterrupt  # every step is restartable, so stopping between any two lines is safe
-
-
 def main(argv: list[str] | None = None) -> int:
-    from cvm.chain.cli import add_node_arguments
+    from cvm.chain.cli import add_node_arguments, run_node
 
     p = argparse.ArgumentParser(prog="cvm node", description=__doc__.splitlines()[0])
     add_node_arguments(p)
