@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +66,86 @@ def load_sample(model: cvm.Model, data_path: Path, index: int) -> tuple[np.ndarr
     return x, int(data["y"][index])
 
 
+@dataclass
+class Demo:
+    """The deployed demo: the chain, its contracts, the operators, and the gas table as it grows."""
+    w3: object
+    model: cvm.Model
+    oracle: object
+    game: object
+    player: object
+    operators_keys: list
+    operators: list
+    gas: list = field(default_factory=list)
+
+
+def setup(model: cvm.Model, model_file: Path, store: ModelStore, workdir: Path, backend: str) -> Demo:
+    """Deploy the registry, the oracle and DigitGame on an embedded chain, register the model, stake."""
+    chain = EmbeddedChain(store, backend=backend)
+    w3, (deployer, *accounts) = chain.w3, chain.keys
+    dep = deploy_oracle(w3, deployer, DEMO_CONFIG)
+    gas = [["deploy ModelRegistry", dep.receipts["ModelRegistry"]["gasUsed"], ""],
+           ["deploy InferenceOracle", dep.receipts["InferenceOracle"]["gasUsed"],
+            f"k={DEMO_CONFIG.quorum} of n={DEMO_CONFIG.committee_size}"]]
+    r = register_model(dep.registry, deployer, model, uri=f"file:{model_file.name}")
+    gas.append(["register model", r["gasUsed"], ""])
+    game, r = deploy(w3, deployer, "DigitGame", dep.oracle.address, model.hash, PRIZE, value=100 * PRIZE)
+    gas.append(["deploy DigitGame", r["gasUsed"], ""])
+    keys, operators = accounts[:NUM_OPERATORS], []
+    for i, key in enumerate(keys):
+        r = send(w3, key, dep.oracle.functions.stake(), value=DEMO_CONFIG.min_stake)
+        gas.append([f"stake (operator {i + 1})", r["gasUsed"], ""])
+        operators.append(Operator(w3, key, dep.oracle.address, store, workdir / f"node{i + 1}.sqlite", backend=backend))
+    return Demo(w3, model, dep.oracle, game, accounts[NUM_OPERATORS], keys, operators, gas)
+
+
+def play_through_oracle(d: Demo, image: bytes, label: int) -> tuple[dict, int | None, int]:
+    """DigitGame.play pays the fee; the operators step until the request is decided.
+    Returns (the request, the callback's prediction, the fee)."""
+    fee = d.oracle.functions.feeFor(d.model.hash).call()  # the minimum plus the model's gas times feePerGas
+    r = send(d.w3, d.player, d.game.functions.play(image, label), value=fee)
+    request_id = d.game.events.GameStarted().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
+    d.gas.append(["request (DigitGame.play)", r["gasUsed"], f"request {request_id}, fee {fee} wei"])
+    for _ in range(MAX_ROUNDS):
+        for op in d.operators:
+            op.step()
+        if call_struct(d.oracle.functions.getRequest(request_id))["status"] != Status.PENDING:
+            break
+    d.gas += oracle_gas_rows(d, request_id)
+    played = d.game.events.GamePlayed().get_logs(from_block=0)
+    return (call_struct(d.oracle.functions.getRequest(request_id)), played[0]["args"]["predicted"] if played else None,
+            fee)
+
+
+def oracle_gas_rows(d: Demo, request_id: int) -> list[list]:
+    """The operators' commits and reveals in chain order, so the table reads as the protocol ran."""
+    steps = []
+    for i, op in enumerate(d.operators):
+        job = op.job(request_id)
+        for what, tx in (("commit", job and job.commit_tx), ("reveal", job and job.reveal_tx)):
+            if tx:
+                receipt = d.w3.eth.get_transaction_receipt(tx)
+                final = what == "reveal" and d.oracle.events.Finalized().process_receipt(receipt, errors=DISCARD)
+                steps.append(((receipt["blockNumber"], receipt["transactionIndex"]),
+                              [f"{what} (operator {i + 1})", receipt["gasUsed"], "finalise + callback" if final else ""]))
+    rows, seen_final = [], False
+    for _, row in sorted(steps, key=lambda s: s[0]):
+        if row[0].startswith("reveal") and seen_final and not row[2]:
+            row[2] = "after finalisation"
+        seen_final = seen_final or row[2] == "finalise + callback"
+        rows.append(row)
+    return rows
+
+
+def play_through_precompile(d: Demo, image: bytes, label: int) -> tuple[int, bool, bytes]:
+    """DigitGame.playNow (the CVM precompile, synchronous), and a plain call of the precompile."""
+    sync_pred, sync_won = d.game.functions.playNow(image, label).call({"from": d.player.address})
+    r = send(d.w3, d.player, d.game.functions.playNow(image, label))
+    d.gas.append(["DigitGame.playNow (precompile)", r["gasUsed"], f"of which CVM {precompile_gas(d.model, len(image))}"])
+    raw = bytes(d.w3.eth.call({"to": d.w3.to_checksum_address(CVM_PRECOMPILE_ADDRESS), "data": d.model.hash + image}))
+    return sync_pred, sync_won, raw
+
+
 def run_demo(model_path: str | None = None, data_path: str | None = None, index: int = 0,
              backend: str = "numba") -> int:
     model_file, data_file = find_model(model_path, data_path)
@@ -81,65 +161,10 @@ def run_demo(model_path: str | None = None, data_path: str | None = None, index:
     print(f"sample  #{index} of {data_file.name}: label {label}, off-chain prediction {expected_class}")
     print()
 
-    chain = EmbeddedChain(store, backend=backend)
-    w3, (deployer, *accounts) = chain.w3, chain.keys
-    operators_keys, player = accounts[:NUM_OPERATORS], accounts[NUM_OPERATORS]
-    gas: list[list] = []
-
-    dep = deploy_oracle(w3, deployer, DEMO_CONFIG)
-    oracle, registry = dep.oracle, dep.registry
-    gas += [["deploy ModelRegistry", dep.receipts["ModelRegistry"]["gasUsed"], ""],
-            ["deploy InferenceOracle", dep.receipts["InferenceOracle"]["gasUsed"],
-             f"k={DEMO_CONFIG.quorum} of n={DEMO_CONFIG.committee_size}"]]
-    r = register_model(registry, deployer, model, uri=f"file:{model_file.name}")
-    gas.append(["register model", r["gasUsed"], ""])
-    game, r = deploy(w3, deployer, "DigitGame", oracle.address, model.hash, PRIZE, value=100 * PRIZE)
-    gas.append(["deploy DigitGame", r["gasUsed"], ""])
-
-    operators = []
-    for i, key in enumerate(operators_keys):
-        r = send(w3, key, oracle.functions.stake(), value=DEMO_CONFIG.min_stake)
-        gas.append([f"stake (operator {i + 1})", r["gasUsed"], ""])
-        operators.append(Operator(w3, key, oracle.address, store, workdir / f"node{i + 1}.sqlite", backend=backend))
-
-    # --- asynchronous: the oracle
-    fee = oracle.functions.feeFor(model.hash).call()  # the minimum plus the model's gas times feePerGas
-    r = send(w3, player, game.functions.play(image, label), value=fee)
-    request_id = game.events.GameStarted().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
-    gas.append(["request (DigitGame.play)", r["gasUsed"], f"request {request_id}, fee {fee} wei"])
-    for _ in range(MAX_ROUNDS):
-        for op in operators:
-            op.step()
-        if call_struct(oracle.functions.getRequest(request_id))["status"] != Status.PENDING:
-            break
-    oracle_steps = []  # in chain order, so the table reads as the protocol ran
-    for i, op in enumerate(operators):
-        job = op.job(request_id)
-        for what, tx in (("commit", job and job.commit_tx), ("reveal", job and job.reveal_tx)):
-            if tx:
-                receipt = w3.eth.get_transaction_receipt(tx)
-                final = what == "reveal" and oracle.events.Finalized().process_receipt(receipt, errors=DISCARD)
-                oracle_steps.append(((receipt["blockNumber"], receipt["transactionIndex"]),
-                                     [f"{what} (operator {i + 1})", receipt["gasUsed"], "finalise + callback" if final else ""]))
-    oracle_steps.sort(key=lambda s: s[0])
-    seen_final = False
-    for _, row in oracle_steps:
-        if row[0].startswith("reveal") and seen_final and not row[2]:
-            row[2] = "after finalisation"
-        seen_final = seen_final or row[2] == "finalise + callback"
-        gas.append(row)
-    req = call_struct(oracle.functions.getRequest(request_id))
-    played = game.events.GamePlayed().get_logs(from_block=0)
-    async_pred = played[0]["args"]["predicted"] if played else None
-
-    # --- synchronous: the precompile
-    sync_pred, sync_won = game.functions.playNow(image, label).call({"from": player.address})
-    r = send(w3, player, game.functions.playNow(image, label))
-    gas.append(["DigitGame.playNow (precompile)", r["gasUsed"],
-                f"of which CVM {precompile_gas(model, len(image))}"])
-    raw = bytes(w3.eth.call({"to": w3.to_checksum_address(CVM_PRECOMPILE_ADDRESS), "data": model.hash + image}))
-
-    paid = sum(oracle.functions.claimable(k.address).call() for k in operators_keys)
+    d = setup(model, model_file, store, workdir, backend)
+    req, async_pred, fee = play_through_oracle(d, image, label)
+    sync_pred, sync_won, raw = play_through_precompile(d, image, label)
+    paid = sum(d.oracle.functions.claimable(k.address).call() for k in d.operators_keys)
     checks = [
         Check("oracle finalised", req["status"] == Status.FINALIZED, Status(req["status"]).name.lower()),
         Check("consensus output hash", bytes(req["outputHash"]) == expected_hash, "0x" + bytes(req["outputHash"]).hex()),
@@ -148,12 +173,15 @@ def run_demo(model_path: str | None = None, data_path: str | None = None, index:
         Check("precompile scored", sync_pred == expected_class, f"predicted {sync_pred}"),
         Check("fee paid to the agreeing operators", paid == fee, f"{paid} of {fee} wei"),
     ]
-
     print(table(["path", "prediction", "label", "correct", "output hash"], [
         ["off-chain CVM", expected_class, label, expected_class == label, "0x" + expected_hash.hex()[:16] + "…"],
         ["oracle (2 of 3)", async_pred, label, async_pred == label, "0x" + bytes(req["outputHash"]).hex()[:16] + "…"],
         ["precompile", sync_pred, label, sync_won, "0x" + cvm.output_hash(model.decode_output(raw)).hex()[:16] + "…"],
     ], "lrrll"))
+    return report(d.gas, checks)
+
+
+def report(gas: list[list], checks: list) -> int:
     print()
     print(table(["step", "gas", "note"], gas, "lrl"))
     print()
