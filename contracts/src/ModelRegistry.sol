@@ -26,9 +26,9 @@ contract ModelRegistry {
         TensorSpec output;
     }
 
-    uint8 public constant MAX_BITS = 32;
-    uint256 public constant MAX_RANK = 8;
-    uint256 public constant MAX_SAMPLE_BYTES = 1 << 24;
+    uint8 public constant MAX_BITS = 32; // cvm.limits.MAX_BITS
+    uint256 public constant MAX_RANK = 6; // cvm.limits.MAX_RANK (tests/chain/test_solidity_constants.py)
+    uint256 public constant MAX_SAMPLE_BYTES = 1 << 26; // MAX_TENSOR_ELEMENTS (2^24) int32 elements
 
     mapping(bytes32 => Model) private _models;
 

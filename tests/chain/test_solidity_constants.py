@@ -1,0 +1,53 @@
+"""Every constant of the Solidity sources is either the mirror of a Python fact (and equal to it) or
+named here as Solidity's own, with the reason. ModelRegistry once allowed rank 8 where CVM allows 6,
+and refused 2^24-element int32 inputs that CVM accepts."""
+import re
+from pathlib import Path
+
+import pytest
+
+from cvm import limits
+from cvm.chain.precompile import CVM_PRECOMPILE_ADDRESS
+
+SOURCES = Path(__file__).parents[2] / "contracts" / "src"
+CONSTANT = re.compile(r"\b(?:uint\d*|int\d*|address)\s+(?:public\s+|internal\s+|private\s+)?constant\s+(\w+)\s*=\s*([^;]+);")
+
+MIRRORS = {  # (contract file, constant) -> the Python value it must equal
+    ("ModelRegistry", "MAX_BITS"): limits.MAX_BITS,
+    ("ModelRegistry", "MAX_RANK"): limits.MAX_RANK,
+    ("ModelRegistry", "MAX_SAMPLE_BYTES"): limits.MAX_TENSOR_ELEMENTS * 4,  # int32 elements, 4 bytes each
+    ("ICVM", "PRECOMPILE"): int.from_bytes(CVM_PRECOMPILE_ADDRESS, "big"),
+}
+SOLIDITY_ONLY = {  # constants with no Python counterpart, and why
+    ("InferenceOracle", "MAX_COMMITTEE"): "bounds the oracle's loops over a committee; the node reads committeeSize()",
+    ("InferenceOracle", "CALLBACK_GAS_RESERVE"): "gas kept back for the oracle after a consumer's callback",
+}
+
+
+def _value(text: str) -> int:
+    text = text.replace("_", "").strip()
+    if m := re.fullmatch(r"address\((0x[0-9a-fA-F]+)\)", text):
+        return int(m.group(1), 16)
+    if m := re.fullmatch(r"(\d+)\s*<<\s*(\d+)", text):
+        return int(m.group(1)) << int(m.group(2))
+    return int(text, 0)
+
+
+def _constants() -> dict[tuple[str, str], int]:
+    found = {}
+    for path in sorted(SOURCES.glob("*.sol")):
+        for name, value in CONSTANT.findall(path.read_text()):
+            found[(path.stem, name)] = _value(value)
+    return found
+
+
+def test_every_constant_is_known():
+    found = _constants()
+    unknown = set(found) - set(MIRRORS) - set(SOLIDITY_ONLY)
+    assert not unknown, f"add these to MIRRORS (with the Python value) or SOLIDITY_ONLY (with why): {sorted(unknown)}"
+    assert set(MIRRORS) | set(SOLIDITY_ONLY) <= set(found), "a listed constant is gone from the sources"
+
+
+@pytest.mark.parametrize("key", sorted(MIRRORS), ids=lambda k: ".".join(k))
+def test_mirrored_constants_agree(key):
+    assert _constants()[key] == MIRRORS[key]
