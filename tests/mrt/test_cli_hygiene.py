@@ -12,8 +12,6 @@ from cvm import clikit
 from mrt.cli import main
 from mrt.errors import BadInput
 
-from conftest import build_model
-
 FIX = Path(__file__).parents[2] / "fixtures"
 DIGITS = FIX / "models" / "digits_mlp.onnx"
 
@@ -58,9 +56,9 @@ def test_empty_calibration_data(capsys, tmp_path, calib):
     assert "non-empty" in _convert(capsys, tmp_path, DIGITS, calib[:0])
 
 
-def test_pad_too_large_for_any_cvm_model(capsys, tmp_path):
+def test_pad_too_large_for_any_cvm_model(capsys, tmp_path, onnx_model):
     pads = numpy_helper.from_array(np.array([0, 0, 0, 1 << 40], np.int64), "pads")
-    model = build_model([helper.make_node("Pad", ["x", "pads"], ["y"])], {"x": (8,)}, ["y"])
+    model = onnx_model([helper.make_node("Pad", ["x", "pads"], ["y"])], {"x": (8,)}, ["y"])
     model.graph.initializer.append(pads)
     path = tmp_path / "pad.onnx"
     path.write_bytes(model.SerializeToString())
