@@ -5,15 +5,15 @@ import numpy as np
 
 from .ir import Graph, Input, Node
 from .ops import LATEST_OPSET
-from .values import DTYPE_NAMES, bits_for
+from .limits import MAX_BITS
+from .values import bits_for, storage_dtype
 
 
 def smallest_dtype(values: np.ndarray) -> np.dtype:
     bits = bits_for(int(values.min()), int(values.max())) if values.size else 1
-    for name in ("int8", "int16", "int32"):
-        if bits <= DTYPE_NAMES[name].itemsize * 8:
-            return DTYPE_NAMES[name]
-    raise ValueError(f"constant needs {bits} bits, more than int32")
+    if bits > MAX_BITS:
+        raise ValueError(f"constant needs {bits} bits, more than int32")
+    return storage_dtype(bits)
 
 
 class GraphBuilder:

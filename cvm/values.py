@@ -5,8 +5,10 @@ import numpy as np
 
 from .limits import MAX_BITS
 
-STORAGE_DTYPES = {8: np.dtype("<i1"), 16: np.dtype("<i2"), 32: np.dtype("<i4")}
-DTYPE_NAMES = {"int8": np.dtype("<i1"), "int16": np.dtype("<i2"), "int32": np.dtype("<i4")}
+_STORAGE = ((8, "int8"), (16, "int16"), (32, "int32"))  # the one dtype table: width in bits, name
+DTYPE_NAMES = {name: np.dtype(f"<i{width // 8}") for width, name in _STORAGE}  # name -> little-endian dtype
+STORAGE_DTYPES = {width: DTYPE_NAMES[name] for width, name in _STORAGE}  # width -> the same dtypes
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1  # what an int32 accumulator holds
 
 
 def bits_max(bits: int) -> int:

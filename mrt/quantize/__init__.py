@@ -6,7 +6,8 @@ import numpy as np
 import cvm
 from mrt.quantize.config import TARGETS, QuantConfig, config_for
 from mrt.quantize.rules import RULES
-from mrt.quantize.state import QT, QuantizeError, Quantizer, qmax, safe_name
+from cvm.values import bits_max
+from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
 __all__ = ["QuantConfig", "QuantizeError", "TARGETS", "config_for", "quantize"]
 
@@ -22,7 +23,7 @@ def quantize(graph, thresholds: dict[str, float], config: QuantConfig, meta: dic
         feat = (feature_thresholds or {}).get(spec.name)
         qz.b.input(name, spec.shape, config.bits if feat is None else config.feature_input_bits)
         if feat is not None:
-            scale = np.where(feat > 0, feat, 1.0).astype(np.float64) / qmax(config.feature_input_bits)
+            scale = np.where(feat > 0, feat, 1.0).astype(np.float64) / bits_max(config.feature_input_bits)
             qz.q[spec.name] = QT(name, scale, 0, False)
             input_scales[name] = scale.tolist()
         else:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from mrt.quantize.split import emit_mac
-from mrt.quantize.state import QT, QuantizeError, Quantizer, qmax, safe_name
+from cvm.values import bits_max
+from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
 
 def _const(qz: Quantizer, name: str):
@@ -28,7 +29,7 @@ def _weights_and_bias(qz, w, b, x_scale):
     accumulator budget (a quarter of it)."""
     qw, sw = qz.weights(w, axis=0)
     if b is not None:
-        cap = qmax(qz.cfg.acc_bits) // 4
+        cap = bits_max(qz.cfg.acc_bits) // 4
         floor = np.abs(b).astype(np.float64) / (x_scale * cap)
         if np.any(floor > sw):
             qw, sw = qz.weights(w, axis=0, min_scale=floor)
@@ -108,7 +109,7 @@ def mul(qz, node):
     if c.size == 1 and float(c.reshape(())) > 0:  # a positive scalar is just a new scale
         return QT(t.name, t.scale * float(c.reshape(())), t.axis, False)
     t = qz.narrow(act)
-    wmax = qmax(qz.cfg.weight_bits)
+    wmax = bits_max(qz.cfg.weight_bits)
     sc = float(np.abs(c).max()) / wmax or 1.0
     qc = qz.b.const(np.round(c / sc).astype(np.int64))
     args = (t.name, qc) if cb is not None else (qc, t.name)
@@ -134,7 +135,7 @@ def relu(qz, node):
 
 def clip(qz, node):
     t = qz.narrow(node.inputs[0], target=node.outputs[0])
-    s, m = float(t.scale), qmax(qz.cfg.bits)
+    s, m = float(t.scale), bits_max(qz.cfg.bits)
     lo = -m if node.attrs["min"] == -np.inf else int(np.clip(np.round(node.attrs["min"] / s), -m, m))
     hi = m if node.attrs["max"] == np.inf else int(np.clip(np.round(node.attrs["max"] / s), -m, m))
     return QT(qz.op("clip", t.name, lo=lo, hi=hi, name=_node_name(node)), t.scale, None, True)
@@ -143,7 +144,7 @@ def clip(qz, node):
 def _lut(fn):
     def rule(qz, node):
         t = qz.narrow(node.inputs[0])
-        m = qmax(qz.cfg.bits)
+        m = bits_max(qz.cfg.bits)
         domain = np.arange(-m, m + 1, dtype=np.float64) * float(t.scale)
         values = fn(domain, **node.attrs)
         out_scale = qz.scale_of(node.outputs[0])
@@ -169,7 +170,7 @@ def softmax(qz, node):
     """Integer softmax: lookup of exp(x - max) (2^EXP_BITS scale), sum, integer division."""
     axis = node.attrs["axis"] - 1
     t = qz.narrow(node.inputs[0])
-    m = qmax(qz.cfg.bits)
+    m = bits_max(qz.cfg.bits)
     exp_bits, prob_bits = 12, qz.cfg.output_bits - 1
     mx = qz.op("max", t.name, axes=[axis], keepdims=1, name=f"{_node_name(node)}.max")
     # x - max(x) is <= 0, but the bound analysis only knows [-2m, 2m]: the table covers that domain
@@ -226,7 +227,7 @@ def _passthrough(cvm_op, attrs_fn):
 def pad(qz, node):
     t = qz.narrow(node.inputs[0])
     pads, r = list(node.attrs["pads"]), len(node.attrs["pads"]) // 2
-    value = int(np.clip(np.round(node.attrs["value"] / float(t.scale)), -qmax(qz.cfg.bits), qmax(qz.cfg.bits)))
+    value = int(np.clip(np.round(node.attrs["value"] / float(t.scale)), -bits_max(qz.cfg.bits), bits_max(qz.cfg.bits)))
     out = qz.op("pad", t.name, pads=pads[1:r] + pads[r + 1:], value=value, name=_node_name(node))
     return QT(out, t.scale, None, True)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mrt.quantize.state import QuantizeError, Quantizer, qmax
+from cvm.values import bits_max
+from mrt.quantize.state import QuantizeError, Quantizer
 from cvm.ops.rescale import round_shift
 
 
@@ -40,7 +41,7 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
              **attrs) -> tuple[str, float]:
     """Emit conv2d / dense of x with integer weights, split to the accumulator budget.
     Returns the output tensor and the factor (a power of two) its scale gained."""
-    limit = qmax(qz.cfg.acc_bits)
+    limit = bits_max(qz.cfg.acc_bits)
     lo, hi = qz.interval(x)
     if op == "dense":
         w2d, group, axis = qw, 1, len(qz.shape_of(x)) - 1

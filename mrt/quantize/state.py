@@ -11,11 +11,11 @@ import numpy as np
 
 import cvm
 from cvm.ops.rescale import round_shift
+from cvm.values import INT32_MAX, bits_max
 from cvm.verify import Verifier
 from mrt.errors import MrtError
 from mrt.quantize.config import QuantConfig
 
-INT32_MAX = 2 ** 31 - 1
 
 
 class QuantizeError(MrtError):
@@ -41,10 +41,6 @@ def safe_name(name: str) -> str:
     """A cvm tensor name (charset [A-Za-z0-9_.:/-], at most 100 characters) for a float one."""
     out = re.sub(r"[^A-Za-z0-9_.:/\-]", "_", name)[-100:]
     return out or "t"
-
-
-def qmax(bits: int) -> int:
-    return (1 << (bits - 1)) - 1
 
 
 def choose_multiplier(ratio: np.ndarray, in_absmax: int) -> tuple[np.ndarray, int]:
@@ -92,7 +88,7 @@ class Quantizer:
 
     def scale_of(self, fname: str, bits: int | None = None) -> float:
         t = float(self.thr.get(fname, 0.0))
-        return (t if t > 0 else 1.0) / qmax(bits or self.cfg.bits)
+        return (t if t > 0 else 1.0) / bits_max(bits or self.cfg.bits)
 
     def analysis(self) -> Verifier:
         """The verifier's facts (bounds, shapes) on the graph built so far. The builder only
@@ -124,7 +120,7 @@ class Quantizer:
         x, scale_in = t.name, t.scale
         if self.cfg.lut_input_bits is not None:
             lo, hi = self.interval(x)
-            lim, shift = qmax(self.cfg.lut_input_bits), 0
+            lim, shift = bits_max(self.cfg.lut_input_bits), 0
             while max(abs(round_shift(lo, shift)), abs(round_shift(hi, shift))) > lim:
                 shift += 1
             if shift:
@@ -156,7 +152,7 @@ class Quantizer:
 
     def weights(self, w: np.ndarray, axis: int = 0, min_scale=None) -> tuple[np.ndarray, np.ndarray]:
         """Symmetric per-output-channel integer weights and their scales."""
-        wmax = qmax(self.cfg.weight_bits)
+        wmax = bits_max(self.cfg.weight_bits)
         red = tuple(i for i in range(w.ndim) if i != axis)
         absmax = np.abs(w).max(axis=red).astype(np.float64) if w.ndim > 1 else np.abs(w).astype(np.float64)
         scale = np.where(absmax > 0, absmax / wmax, 1.0)

@@ -15,10 +15,10 @@ from typing import Callable
 import numpy as np
 
 from . import conv
+from ...values import INT32_MAX, INT32_MIN
 from .layout import FLAT, NHWC, Value
 from .plan import Planner
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 PAR_MIN_MACS = 1 << 24  # per thread: below this, handing work to a thread costs more than it saves
 PAR_MIN_BYTES = 1 << 20  # the same for the uint8 conversion of a VNNI input
 VNNI_PAD_FACTOR = 4  # VNNI padded uint8 input: bytes per sample per paid element (vnni_buffers_paid)
