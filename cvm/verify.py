@@ -19,7 +19,6 @@ from .ops.base import elements
 from .values import DTYPE_NAMES, bits_for, bits_max, storage_dtype
 
 NAME_RE = re.compile(r"[A-Za-z0-9_.:/\-]+")
-MAC_OPS = ("conv2d", "dense", "matmul")
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ class Verifier:
         except RuleError as e:
             raise VerifyError(e.rule, str(e), where) from None
         bits = _check_bits(lo, hi, where)
-        if node.op in MAC_OPS:
+        if opdef.accumulates:
             self.acc_bits = max(self.acc_bits, bits)
         info = self._define(node.output, TensorInfo(shape, int(lo), int(hi), bits, "activation"), "node output")
         self.act_bytes += elements(shape) * storage_dtype(bits).itemsize

@@ -16,15 +16,14 @@ from concrete import fhe
 from concrete.fhe.representation import Operation
 
 from ..ir import Graph
-from ..ops import OPSETS
+from ..ops import OPSETS, OpDef, by_opset
+from ..ops.base import TABLE_MONOTONE
 from ..ops.linear import _hull0, _weighted_bound
 from ..ops.base import Arg
 from ..verify import Analysis
 from .fhe_lookup import FHEUnsupported, LookupPlan, int_bits, plan_lookup
 
 PIN = "cvm_interval"
-LOOKUP_OPS = ("requant", "relu", "clip", "lut", "div")
-MONOTONE = {"requant": True, "relu": True, "clip": True, "lut": False, "div": True}
 
 
 def pin(t, lo: int, hi: int):
@@ -63,30 +62,18 @@ class PinBounds(fhe.GraphProcessor):
 # ---------------------------------------------------------------- lookups
 
 
-def _profile(op: str, attrs: dict, consts: list[np.ndarray], shape: tuple) -> tuple:
-    """The smallest per-sample shape over which the lookup's per-element functions all appear."""
-    prof = [1] * len(shape)
-    if op == "requant" and consts[0].shape[0] > 1:
-        prof[attrs["axis"]] = shape[attrs["axis"]]
-    if op == "div":
-        d = consts[0]
-        for i in range(d.ndim):
-            prof[len(shape) - d.ndim + i] = shape[len(shape) - d.ndim + i] if d.shape[i] > 1 else 1
-    return tuple(prof)
-
-
 @dataclass(frozen=True)
 class Lookup:
-    """One lookup node: its reference function, constants and plan."""
+    """One lookup node: its op's reference function, constants and plan."""
 
-    op: str
+    opdef: OpDef
     attrs: dict
     consts: tuple
     profile: tuple
     plan: LookupPlan
 
     def reference(self, x: np.ndarray) -> np.ndarray:
-        return OPSETS[1][self.op].reference(x, *self.consts, **self.attrs)
+        return self.opdef.reference(x, *self.consts, **self.attrs)
 
     def on_domain(self, xs: np.ndarray) -> np.ndarray:
         """xs: 1-D domain values -> (n, profile elements) outputs."""
@@ -99,44 +86,49 @@ class Lookup:
         return self.reference(x[None])[0].astype(np.int64)
 
 
+def _check_bits(what: str, lo: int, hi: int, budget: int, where: str) -> None:
+    if int_bits(lo, hi) > budget:
+        raise FHEUnsupported("fhe.lookup_bits", f"{what} ({int_bits(lo, hi)} bits > budget {budget})", where)
+
+
 def plan_node(graph: Graph, analysis: Analysis, index: int, budget: int):
-    """Check that node `index` can be lowered exactly; return its Lookup (for lookups) or None."""
+    """Check that node `index` can be lowered exactly; return its Lookup (for unary tables) or None.
+    Reads the op's facts (table, bilinear, compares) from its OpDef."""
     node, attrs = graph.nodes[index], analysis.attrs[index]
-    where = node.output
-    if node.op not in RULES:
-        raise FHEUnsupported("fhe.op", f"op {node.op!r} has no FHE lowering", where)
+    where, opdef = node.output, OPSETS[graph.opset][node.op]
+    if (graph.opset, node.op) not in RULES:
+        why = REFUSED.get((graph.opset, node.op), "")
+        raise FHEUnsupported("fhe.op", f"op {node.op!r} has no FHE lowering in opset {graph.opset}"
+                                       + (f": {why}" if why else ""), where)
     infos = [analysis.tensors[n] for n in node.inputs]
     consts = [graph.constants[n].astype(np.int64) for n in node.inputs if n in graph.constants]
+    acts = [i for n, i in zip(node.inputs, infos) if n not in graph.constants]
     x = infos[0]
-    if node.op == "div" and node.inputs[1] not in graph.constants:
-        d = infos[1]
-        bits = int_bits(x.lo, x.hi) + int_bits(d.lo, d.hi)
+    if opdef.table and len(acts) > 1:
+        bits = sum(int_bits(a.lo, a.hi) for a in acts)
         if bits > budget:
-            raise FHEUnsupported("fhe.lookup_bits", f"div of two activations is a two-input table of {bits} bits "
-                                                    f"> budget {budget}", where)
+            raise FHEUnsupported("fhe.lookup_bits", f"{node.op} of {len(acts)} activations is a multi-input table "
+                                                    f"of {bits} bits > budget {budget}", where)
         return None
-    if node.op in ("mul", "matmul") and all(n not in graph.constants for n in node.inputs):
-        a, b = infos
+    if opdef.bilinear and len(acts) == 2:  # x*y = ((x+y)^2 - (x-y)^2) / 4: two squares
+        a, b = acts
         for lo, hi in ((a.lo + b.lo, a.hi + b.hi), (a.lo - b.hi, a.hi - b.lo)):
-            if int_bits(lo, hi) > budget:
-                raise FHEUnsupported("fhe.lookup_bits", f"{node.op} of two activations squares values in [{lo}, {hi}] "
-                                                        f"({int_bits(lo, hi)} bits > budget {budget})", where)
+            _check_bits(f"{node.op} of two activations squares values in [{lo}, {hi}]", lo, hi, budget, where)
         return None
-    diff_bits = int_bits(x.lo - x.hi, x.hi - x.lo)
-    if node.op in ("max", "max_pool2d") and diff_bits > budget:
-        raise FHEUnsupported("fhe.lookup_bits", f"{node.op} compares values in [{x.lo}, {x.hi}]: their "
-                                                f"differences need {diff_bits} bits > budget {budget}", where)
-    if node.op not in LOOKUP_OPS:
+    if opdef.compares:
+        _check_bits(f"{node.op} compares values in [{x.lo}, {x.hi}]: their differences need", x.lo - x.hi,
+                    x.hi - x.lo, budget, where)
+    if not opdef.table:
         return None
     out_shape = analysis.tensors[where].shape
     if out_shape != x.shape:
         raise FHEUnsupported("fhe.shape", f"{node.op} broadcasts its input {x.shape} to {out_shape}: "
                                           f"a table keeps its input's shape", where)
-    profile = _profile(node.op, attrs, consts, x.shape)
-    probe = Lookup(node.op, attrs, tuple(consts), profile, LookupPlan(x.lo, x.hi, 0, 0, 0))
-    plan = plan_lookup(probe.on_domain, x.lo, x.hi, budget, monotone=MONOTONE[node.op], node=where,
+    profile = opdef.profile(attrs, consts, x.shape)
+    probe = Lookup(opdef, attrs, tuple(consts), profile, LookupPlan(x.lo, x.hi, 0, 0, 0))
+    plan = plan_lookup(probe.on_domain, x.lo, x.hi, budget, monotone=opdef.table == TABLE_MONOTONE, node=where,
                        what=f"{node.op} lookup")
-    return Lookup(node.op, attrs, tuple(consts), profile, plan)
+    return Lookup(opdef, attrs, tuple(consts), profile, plan)
 
 
 # ---------------------------------------------------------------- rules: (ctx, node, attrs, args) -> tracer
@@ -152,10 +144,10 @@ class Ctx:
 
 
 def _lookup(ctx, node, attrs, args):
-    if node.op == "div" and node.inputs[1] not in ctx.graph.constants:
+    if node.output not in ctx.lookups:  # a table of two activations (div by an activation)
         (xlo, xhi), (dlo, dhi) = ctx.interval(node.inputs[0]), ctx.interval(node.inputs[1])
-        div = OPSETS[1]["div"].reference
-        return fhe.multivariate(lambda x, d: div(np.clip(x, xlo, xhi), np.clip(d, dlo, dhi)))(args[0], args[1])
+        f = OPSETS[ctx.graph.opset][node.op].reference
+        return fhe.multivariate(lambda x, d: f(np.clip(x, xlo, xhi), np.clip(d, dlo, dhi)))(args[0], args[1])
     lk: Lookup = ctx.lookups[node.output]
     v, plan = args[0], lk.plan
     if plan.shift:
@@ -230,7 +222,7 @@ def _pad(ctx, node, attrs, args):
     return _canvas(out, attrs["value"], args[0], where, ctx.interval(node.inputs[0]))
 
 
-RULES = {
+RULES_V1 = {
     "dense": _dense,
     "conv2d": _conv2d,
     "matmul": lambda ctx, node, attrs, args: args[0] @ args[1],
@@ -249,6 +241,10 @@ RULES = {
     "pad": _pad,
     "slice": lambda ctx, node, attrs, args: args[0][tuple(map(slice, attrs["starts"], attrs["ends"], attrs["steps"]))],
 }
+
+
+RULES = by_opset({1: RULES_V1})  # (opset, op) -> (ctx, node, attrs, args) -> tracer
+REFUSED: dict[tuple[int, str], str] = {}  # (opset, op) -> why no circuit computes it exactly
 
 
 def plan_graph(graph: Graph, analysis: Analysis, budget: int) -> dict[str, Lookup]:
@@ -273,7 +269,7 @@ def make_function(graph: Graph, analysis: Analysis, lookups: dict):
         for node, attrs in zip(graph.nodes, analysis.attrs):
             args = [env[n] if n in env else consts[n] for n in node.inputs]
             with fhe.tag(node.output):
-                env[node.output] = pin(RULES[node.op](ctx, node, attrs, args), *ctx.interval(node.output))
+                env[node.output] = pin(RULES[graph.opset, node.op](ctx, node, attrs, args), *ctx.interval(node.output))
         outs = tuple(env[n] for n in graph.outputs)
         return outs if len(outs) > 1 else outs[0]
 

@@ -18,12 +18,13 @@ from collections import OrderedDict
 import numpy as np
 
 from ..ir import Graph
+from ..ops import by_opset
 from ..verify import Analysis
 from .numba_kernels import lower_mac, lower_ops, plan
 from .numba_kernels import threads as threads_
 from .numba_kernels.layout import canonical
 
-LOWERINGS = {
+LOWERINGS_V1 = {
     "conv2d": lower_mac.lower_conv, "dense": lower_mac.lower_dense, "matmul": lower_ops.lower_matmul,
     "add": lower_ops.lower_binary, "sub": lower_ops.lower_binary, "mul": lower_ops.lower_binary,
     "div": lower_ops.lower_binary, "relu": lower_ops.lower_clamp, "clip": lower_ops.lower_clamp,
@@ -32,6 +33,8 @@ LOWERINGS = {
     "flatten": lower_ops.lower_reshape, "transpose": lower_ops.lower_transpose, "concat": lower_ops.lower_concat,
     "pad": lower_ops.lower_pad, "slice": lower_ops.lower_slice,
 }
+LOWERINGS = by_opset({1: LOWERINGS_V1})  # (opset, op) -> lowering(planner, index, node, attrs)
+REFUSED: dict[tuple[int, str], str] = {}  # (opset, op) -> why this backend does not run it
 ISAS = ("auto", "vnni", "portable")
 MAX_BOUND_BYTES = 1 << 30  # idle buffer sets kept for reuse, in bytes, all runners and threads together
 MAX_BOUND_SETS = 64  # and in number (a set also holds a few Python objects per step)
@@ -154,7 +157,7 @@ class Runner:
         if split not in ("auto", "always"):
             raise ValueError(f"split must be 'auto' or 'always', got {split!r}")
         self.pool = threads_.Pool(threads or threads_.default_threads(), eager=split == "always")
-        self.plan, self.outputs = plan.build(graph, analysis, isa, self.pool, LOWERINGS)
+        self.plan, self.outputs = plan.build(graph, analysis, isa, self.pool, LOWERINGS, REFUSED)
         self._id = next(_RUNNER_IDS)
         weakref.finalize(self, IDLE_SETS.drop, self._id)
 

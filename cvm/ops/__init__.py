@@ -1,14 +1,38 @@
-"""The versioned op tables. Never edit a shipped table: a new opset is the previous one merged with changes."""
+"""The versioned op tables. Never edit a shipped table: a new opset is the previous one merged with
+its changes (`derive`), the way an Ethereum client builds each fork's opcode table from the last one's.
+Backends key their own tables the same way (`by_opset`), so that every table answers `(opset, op)`."""
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Iterable, Mapping, TypeVar
 
 from . import elementwise, layout, linear, pool, rescale
 from .base import Arg, OpDef, RuleError
 
-OPSET_V1 = MappingProxyType({op.name: op for m in (linear, elementwise, rescale, pool, layout) for op in m.OPS})
+V = TypeVar("V")
+
+
+def derive(previous: Mapping[str, V], changed: Mapping[str, V] | Iterable[OpDef] = (),
+           removed: Iterable[str] = ()) -> Mapping[str, V]:
+    """The next table: `previous` with `changed` entries added or replaced and `removed` names dropped.
+    `changed` is a mapping of name -> entry, or OpDefs (keyed by their name). The result is read-only."""
+    changes = dict(changed) if isinstance(changed, Mapping) else {op.name: op for op in changed}
+    table = {name: v for name, v in previous.items() if name not in set(removed)}
+    gone = set(removed) - set(previous)
+    if gone:
+        raise KeyError(f"cannot remove {sorted(gone)}: not in the previous table")
+    table.update(changes)
+    return MappingProxyType(table)
+
+
+def by_opset(tables: Mapping[int, Mapping[str, V]]) -> Mapping[tuple[int, str], V]:
+    """{opset: {op: entry}} -> {(opset, op): entry}: a backend's table, looked up by (opset, op)."""
+    return MappingProxyType({(opset, op): v for opset, table in tables.items() for op, v in table.items()})
+
+
+OPSET_V1 = derive({}, [op for m in (linear, elementwise, rescale, pool, layout) for op in m.OPS])
 
 OPSETS = MappingProxyType({1: OPSET_V1})
 LATEST_OPSET = 1
 
-__all__ = ["Arg", "OpDef", "RuleError", "OPSETS", "OPSET_V1", "LATEST_OPSET"]
+__all__ = ["Arg", "OpDef", "RuleError", "OPSETS", "OPSET_V1", "LATEST_OPSET", "derive", "by_opset"]

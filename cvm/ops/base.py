@@ -85,6 +85,10 @@ class Attr:
     default: object = None  # None means required
 
 
+TABLE_MONOTONE = "monotone"  # an element function non-decreasing in the input element
+TABLE_ANY = "any"  # an element function of no known shape (a lookup table)
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str
@@ -98,6 +102,20 @@ class OpDef:
     const_inputs: tuple[int, ...] = ()  # input positions that must be constants
     activation_inputs: tuple[int, ...] = ()  # input positions that must not be constants
     doc: str = field(default="", repr=False)
+    # Properties that backends and tools read here instead of keeping their own lists of op names:
+    accumulates: bool = False  # a multiply-accumulate; its output width is the model's accumulator width
+    table: str = ""  # TABLE_*: each output element is a function of the matching input element(s)
+    table_profile: Callable[[dict, list, Shape], Shape] | None = None  # (attrs, constants, input shape)
+    # -> the smallest per-sample shape over which the element function takes all its forms (a
+    # per-channel constant makes it vary along that axis); None: the same function everywhere
+    bilinear: bool = False  # the product of its two inputs (of two activations, a square in FHE)
+    compares: bool = False  # computes maxima by comparing elements (needs their differences' bits)
+
+    def profile(self, attrs: dict, consts: list, shape: Shape) -> Shape:
+        """See `table_profile`."""
+        if self.table_profile is None:
+            return (1,) * len(shape)
+        return self.table_profile(attrs, consts, shape)
 
     def resolve_attrs(self, attrs: dict) -> dict:
         """Fill defaults and reject unknown or ill-typed attributes."""

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import gas
 from ..limits import MAX_CLIP, MIN_CLIP
-from .base import Attr, OpDef, broadcast_shapes, clamp, corners, elements, require
+from .base import TABLE_MONOTONE, Attr, OpDef, broadcast_shapes, clamp, corners, elements, require
 
 
 def _binary_shape(args, a):
@@ -27,19 +27,19 @@ def _elements_cost(args, a, out):
     return elements(out) * gas.GAS_PER_ELEMENT
 
 
-def _binary(name, fn, doc):
+def _binary(name, fn, doc, **facts):
     def bound(args, a, out):
         return corners(fn, (args[0].lo, args[0].hi), (args[1].lo, args[1].hi))
 
     def reference(x, y):
         return fn(x, y)
 
-    return OpDef(name, 2, 2, {}, _binary_shape, bound, _elements_cost, reference, doc=doc)
+    return OpDef(name, 2, 2, {}, _binary_shape, bound, _elements_cost, reference, doc=doc, **facts)
 
 
 ADD = _binary("add", lambda x, y: x + y, "y = a + b")
 SUB = _binary("sub", lambda x, y: x - y, "y = a - b")
-MUL = _binary("mul", lambda x, y: x * y, "y = a * b")
+MUL = _binary("mul", lambda x, y: x * y, "y = a * b", bilinear=True)
 
 
 def relu_ref(x):
@@ -47,7 +47,7 @@ def relu_ref(x):
 
 
 RELU = OpDef("relu", 1, 1, {}, _unary_shape, lambda args, a, out: (max(args[0].lo, 0), max(args[0].hi, 0)),
-             _elements_cost, relu_ref, activation_inputs=(0,), doc="y = max(x, 0)")
+             _elements_cost, relu_ref, activation_inputs=(0,), doc="y = max(x, 0)", table=TABLE_MONOTONE)
 
 
 def clip_shape(args, a):
@@ -66,6 +66,6 @@ def clip_ref(x, *, lo, hi):
 
 
 CLIP = OpDef("clip", 1, 1, {"lo": Attr("int"), "hi": Attr("int")}, clip_shape, clip_bound, _elements_cost,
-             clip_ref, activation_inputs=(0,), doc="y = min(max(x, lo), hi)")
+             clip_ref, activation_inputs=(0,), doc="y = min(max(x, lo), hi)", table=TABLE_MONOTONE)
 
 OPS = [ADD, SUB, MUL, RELU, CLIP]

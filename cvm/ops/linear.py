@@ -121,6 +121,7 @@ CONV2D = OpDef(
     conv2d_shape, conv2d_bound, conv2d_cost, conv2d_ref,
     const_inputs=(1, 2), activation_inputs=(0,),
     doc="y[o,i,j] = b[o] + sum_{c,u,v} w[o,c,u,v] * xpad[g*C/groups + c, i*sh + u*dh, j*sw + v*dw]",
+    accumulates=True,
 )
 
 
@@ -151,7 +152,7 @@ def dense_ref(x, w, b=None):
 
 DENSE = OpDef("dense", 2, 3, {}, dense_shape, dense_bound, dense_cost, dense_ref,
               const_inputs=(1, 2), activation_inputs=(0,),
-              doc="y[..., o] = b[o] + sum_k x[..., k] * w[o, k]")
+              doc="y[..., o] = b[o] + sum_k x[..., k] * w[o, k]", accumulates=True)
 
 
 # ---------------------------------------------------------------- matmul
@@ -180,6 +181,7 @@ def matmul_ref(x, y):
 
 
 MATMUL = OpDef("matmul", 2, 2, {}, matmul_shape, matmul_bound, matmul_cost, matmul_ref,
-               activation_inputs=(0, 1), doc="y[..., m, n] = sum_k a[..., m, k] * b[..., k, n]")
+               activation_inputs=(0, 1), doc="y[..., m, n] = sum_k a[..., m, k] * b[..., k, n]",
+               accumulates=True, bilinear=True)
 
 OPS = [CONV2D, DENSE, MATMUL]

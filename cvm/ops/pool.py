@@ -60,6 +60,7 @@ MAX_POOL2D = OpDef(
      "dilations": Attr("ints", (1, 1))},
     max_pool2d_shape, lambda args, a, out: (args[0].lo, args[0].hi), max_pool2d_cost, max_pool2d_ref,
     activation_inputs=(0,), doc="y[c,i,j] = max over the window's taps inside the input (padding is ignored)",
+    compares=True,
 )
 
 
@@ -95,6 +96,6 @@ SUM = OpDef("sum", 1, 1, _REDUCE_ATTRS, _reduce_shape, sum_bound, _reduce_cost,
             activation_inputs=(0,), doc="y = sum of x over axes")
 MAX = OpDef("max", 1, 1, _REDUCE_ATTRS, _reduce_shape, lambda args, a, out: (args[0].lo, args[0].hi), _reduce_cost,
             lambda x, *, axes, keepdims: x.max(axis=with_batch(axes), keepdims=bool(keepdims)),
-            activation_inputs=(0,), doc="y = max of x over axes")
+            activation_inputs=(0,), doc="y = max of x over axes", compares=True)
 
 OPS = [MAX_POOL2D, SUM, MAX]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import gas
 from ..limits import MAX_AXIS, MAX_BITS, MAX_LUT_SIZE, MAX_SHIFT
 from ..values import bits_max
-from .base import Attr, OpDef, RuleError, broadcast_shapes, clamp, corners, elements, require
+from .base import TABLE_ANY, TABLE_MONOTONE, Attr, OpDef, RuleError, broadcast_shapes, clamp, corners, elements, require
 
 INT64_MAX = (1 << 63) - 1
 
@@ -58,11 +58,20 @@ def requant_ref(x, m, *, shift, bits, axis):
     return clamp(round_shift(x * m, shift), -lim, lim)
 
 
+def requant_profile(a, consts, shape):
+    """Per-channel multipliers make the element function vary along `axis`."""
+    prof = [1] * len(shape)
+    if consts[0].shape[0] > 1:
+        prof[a["axis"]] = shape[a["axis"]]
+    return tuple(prof)
+
+
 REQUANT = OpDef(
     "requant", 2, 2, {"shift": Attr("int"), "bits": Attr("int"), "axis": Attr("int", 0)},
     requant_shape, requant_bound, requant_cost, requant_ref,
     const_inputs=(1,), activation_inputs=(0,),
     doc="y = clip(floor((x*m + 2^(s-1)) / 2^s), -(2^(bits-1)-1), 2^(bits-1)-1); m per tensor or along axis",
+    table=TABLE_MONOTONE, table_profile=requant_profile,
 )
 
 
@@ -91,7 +100,7 @@ def lut_ref(x, table, *, offset):
 
 
 LUT = OpDef("lut", 2, 2, {"offset": Attr("int")}, lut_shape, lut_bound, lut_cost, lut_ref,
-            const_inputs=(1,), activation_inputs=(0,), doc="y = table[x - offset]")
+            const_inputs=(1,), activation_inputs=(0,), doc="y = table[x - offset]", table=TABLE_ANY)
 
 
 # ---------------------------------------------------------------- div
@@ -119,7 +128,18 @@ def div_cost(args, a, out):
     return elements(out) * (gas.GAS_PER_DIVISION + gas.GAS_PER_ELEMENT)
 
 
+def div_profile(a, consts, shape):
+    """A constant divisor makes the element function vary along the axes it does not broadcast over."""
+    prof = [1] * len(shape)
+    d = consts[0]
+    for i in range(d.ndim):
+        ax = len(shape) - d.ndim + i
+        prof[ax] = shape[ax] if d.shape[i] > 1 else 1
+    return tuple(prof)
+
+
 DIV = OpDef("div", 2, 2, {}, div_shape, div_bound, div_cost, lambda x, d: div_exact(x, d),
-            activation_inputs=(0,), doc="y = floor((2x + d) / (2d)), d proven >= 1")
+            activation_inputs=(0,), doc="y = floor((2x + d) / (2d)), d proven >= 1",
+            table=TABLE_MONOTONE, table_profile=div_profile)
 
 OPS = [REQUANT, LUT, DIV]

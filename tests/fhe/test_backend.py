@@ -81,7 +81,7 @@ def test_lookup_budget_is_configurable():
 
 def test_unsupported_op_is_refused_naming_op_and_node(monkeypatch):
     model = graphs.lut()
-    monkeypatch.delitem(fhe_lower.RULES, "lut")
+    monkeypatch.setattr(fhe_lower, "RULES", {k: v for k, v in fhe_lower.RULES.items() if k != (1, "lut")})
     with pytest.raises(F.FHEUnsupported, match=r"node 'bump': op 'lut' has no FHE lowering"):
         F.prepare(model.graph, model.analysis)
 
@@ -125,3 +125,8 @@ def test_fhe_bench_reports_costs():
     assert r["bit_exact"] and r["samples"] == 2 and r["max_table_bits"] == 4
     assert r["keygen_s"] > 0 and r["latency_s"] > 0 and r["key_bytes"] > r["evaluation_key_bytes"] > 0
     assert r["key_file_bytes"] > 0 and r["circuit_bit_width"] >= 4 and r["pbs_count"] > 0
+
+
+@pytest.mark.parametrize("opset, op", [(s, o) for s, t in cvm.ops.OPSETS.items() for o in t])
+def test_fhe_lowers_or_refuses_every_op(opset, op):
+    assert ((opset, op) in fhe_lower.RULES) != ((opset, op) in fhe_lower.REFUSED)

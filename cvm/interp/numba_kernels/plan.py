@@ -170,15 +170,18 @@ class Planner:
         return OutputStep(m1, s1, lo1, hi1, residual, m2, s2, lo2, hi2, name, tuple(fused))
 
 
-def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dict) -> tuple[Planner, dict[str, str]]:
-    """Lower every node; returns the planner (values and steps) and graph output -> stored tensor."""
+def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dict,
+          refused: dict | None = None) -> tuple[Planner, dict[str, str]]:
+    """Lower every node; returns the planner (values and steps) and graph output -> stored tensor.
+    `lowerings` and `refused` (why an op is not lowered) are keyed by (opset, op)."""
     p = Planner(graph, analysis, isa, pool)
     skip: set[int] = set()
     for i, (node, attrs) in enumerate(zip(graph.nodes, analysis.attrs)):
         if i not in skip:
-            lower = lowerings.get(node.op)
+            lower = lowerings.get((graph.opset, node.op))
             if lower is None:
-                raise NotImplementedError(f"the numba backend has no lowering for op {node.op!r}")
+                why = (refused or {}).get((graph.opset, node.op), "no lowering")
+                raise NotImplementedError(f"the numba backend does not run op {node.op!r} of opset {graph.opset}: {why}")
             skip.update(lower(p, i, node, attrs) or ())
         for emit in p.deferred.pop(i, []):
             emit()
