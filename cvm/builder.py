@@ -6,7 +6,8 @@ import numpy as np
 from .ir import Graph, Input, Node
 from .ops import LATEST_OPSET
 from .limits import MAX_BITS
-from .values import bits_for, storage_dtype
+from .arith import bits_for
+from .values import storage_dtype
 
 
 def smallest_dtype(values: np.ndarray) -> np.dtype:

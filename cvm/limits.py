@@ -1,5 +1,7 @@
 """Hard limits on untrusted models, checked before any allocation (docs/spec.md, "Limits")."""
 
+from .arith import INT32_MAX, INT32_MIN
+
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_NODES = 4096
 MAX_RANK = 6
@@ -17,6 +19,5 @@ MAX_BITS = 32  # every tensor must fit int32
 # Attribute bounds (docs/spec.md, "Attribute bounds"): every value an implementation must hold while
 # evaluating an accepted model then fits int64 (index arithmetic) or int32 (values).
 MAX_GEOMETRY = MAX_DIM  # any stride, dilation, pad, pooling-kernel extent or slice step
-MIN_CLIP = -(1 << 31)  # clip bounds lie in the int32 range
-MAX_CLIP = (1 << 31) - 1
+MIN_CLIP, MAX_CLIP = INT32_MIN, INT32_MAX  # clip bounds lie in the int32 range
 MAX_AXIS = MAX_RANK - 1  # an axis attribute that is not checked against a rank (requant per tensor)

@@ -15,7 +15,8 @@ from .errors import FormatError, GasLimitExceeded, InputError
 from .gas import CALL_BASE_GAS, GAS_PER_IO_BYTE
 from .format import decode_file, decode_graph, encode_file, encode_graph, model_hash
 from .ir import Graph
-from .values import bits_max, storage_dtype
+from .arith import bits_max
+from .values import storage_dtype
 from .verify import Analysis, verify
 
 BACKENDS = {"reference": "cvm.interp.reference", "numba": "cvm.interp.numba", "fhe": "cvm.interp.fhe"}

@@ -1,4 +1,5 @@
-"""Value bits: a tensor of bits p holds integers in [-(2^(p-1)-1), 2^(p-1)-1] (docs/spec.md, "Values")."""
+"""Value bits and storage: a tensor of bits p holds integers in [-(2^(p-1)-1), 2^(p-1)-1] (docs/spec.md,
+"Values"), stored in the narrowest dtype of the one dtype table. Widths are cvm.arith facts."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,18 +9,6 @@ from .limits import MAX_BITS
 _STORAGE = ((8, "int8"), (16, "int16"), (32, "int32"))  # the one dtype table: width in bits, name
 DTYPE_NAMES = {name: np.dtype(f"<i{width // 8}") for width, name in _STORAGE}  # name -> little-endian dtype
 STORAGE_DTYPES = {width: DTYPE_NAMES[name] for width, name in _STORAGE}  # width -> the same dtypes
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1  # what an int32 accumulator holds
-
-
-def bits_max(bits: int) -> int:
-    """Largest value a tensor of `bits` may hold (the range is symmetric)."""
-    return (1 << (bits - 1)) - 1
-
-
-def bits_for(lo: int, hi: int) -> int:
-    """Smallest p such that [lo, hi] lies in the p-bit symmetric range."""
-    return max(abs(int(lo)), abs(int(hi))).bit_length() + 1
-
 
 def storage_dtype(bits: int) -> np.dtype:
     """int8 / int16 / int32 by bits; every value of `bits` fits its storage type."""

@@ -16,7 +16,8 @@ from .ir import Graph
 from .ops import OPSETS, Arg, RuleError
 from .ops.base import ConstStats
 from .ops.base import elements
-from .values import DTYPE_NAMES, bits_for, bits_max, storage_dtype
+from .arith import bits_for, bits_max
+from .values import DTYPE_NAMES, storage_dtype
 
 NAME_RE = re.compile(r"[A-Za-z0-9_.:/\-]+")
 

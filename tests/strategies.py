@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import cvm
 import cvm.limits
-from cvm.values import bits_max
+from cvm.arith import bits_max
 
 I32 = (1 << 31) - 1
 G = cvm.limits.MAX_GEOMETRY

@@ -13,7 +13,8 @@ import pytest
 
 import cvm
 from cvm.conformance import DEFAULT_DIR, read_manifest
-from cvm.values import bits_max, storage_dtype
+from cvm.arith import bits_max
+from cvm.values import storage_dtype
 
 pytest.importorskip("numba")
 if importlib.util.find_spec("cvm.interp.numba") is None:

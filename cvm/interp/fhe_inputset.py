@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InputError
 from ..ir import Graph
 from ..ops import OPSETS
-from ..values import bits_max
+from ..arith import bits_max
 from ..verify import Analysis
 
 MAX_ROWS = 128  # worst-case vectors per linear node that reads an input directly (each sign: 2x this)

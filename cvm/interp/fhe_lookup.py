@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import VerifyError
-from ..ops.rescale import round_shift
+from ..arith import round_shift
 
 ENUMERATE_LIMIT = 1 << 18  # a non-monotone function is checked value by value up to this domain size
 

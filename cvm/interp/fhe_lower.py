@@ -18,8 +18,7 @@ from concrete.fhe.representation import Operation
 from ..ir import Graph
 from ..ops import OPSETS, OpDef, by_opset
 from ..ops.base import TABLE_MONOTONE
-from ..ops.linear import _hull0, _weighted_bound
-from ..ops.base import Arg
+from ..arith import mac_bound
 from ..verify import Analysis
 from .fhe_lookup import FHEUnsupported, LookupPlan, int_bits, plan_lookup
 
@@ -159,7 +158,7 @@ def _lookup(ctx, node, attrs, args):
 
 def _dense(ctx, node, attrs, args):
     x, w = args[0], args[1]
-    lo, hi = _weighted_bound(w, _hull0(Arg((), *ctx.interval(node.inputs[0]))), None)
+    lo, hi = mac_bound(w, ctx.interval(node.inputs[0]))
     y = pin(x @ w.T, lo, hi)
     return y + args[2] if len(args) == 3 else y
 

@@ -10,6 +10,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..arith import bias_sides, row_sums
+
 Shape = tuple[int, ...]
 
 
@@ -19,22 +21,6 @@ class RuleError(Exception):
     def __init__(self, rule: str, message: str):
         self.rule = rule
         super().__init__(message)
-
-
-def row_sums(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Per row (axis 0, the rest flattened): the sums of the positive and of the negative entries,
-    int64 (at most 2^24 entries of at most 2^31 in magnitude: below 2^55), and the largest magnitude
-    among them."""
-    rows = values.reshape(values.shape[0], -1).astype(np.int64)
-    pos, neg = np.where(rows > 0, rows, 0).sum(axis=1), np.where(rows < 0, rows, 0).sum(axis=1)
-    return pos, neg, max(int(pos.max(initial=0)), -int(neg.min(initial=0)))
-
-
-def bias_sides(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """max(b, 0) and min(b, 0), int64 (the bias counts only on the side where it widens a MAC bound,
-    docs/spec.md section 6)."""
-    b = values.astype(np.int64)
-    return np.maximum(b, 0), np.minimum(b, 0)
 
 
 class ConstStats:

@@ -11,41 +11,15 @@ import numpy as np
 from .. import gas
 from ..limits import MAX_GEOMETRY
 from . import window
-from .base import Arg, Attr, OpDef, elements, require, require_range, row_sums, bias_sides
-
-
-def _hull0(arg: Arg) -> tuple[int, int]:
-    return min(arg.lo, 0), max(arg.hi, 0)
-
-
-def _weighted_bound(w_rows: np.ndarray, x: tuple[int, int], bias: np.ndarray | None) -> tuple[int, int]:
-    """[min, max] over output channels of sum_k w[o,k]*x_k + b[o], x_k in x (x contains 0)."""
-    return _bound_from_sums(row_sums(w_rows), x, None if bias is None else bias_sides(bias))
+from ..arith import channel_bounds, hull0, window_out
+from .base import Attr, OpDef, elements, require, require_range
 
 
 def _mac_bound(args) -> tuple[int, int]:
-    """conv2d / dense: the bound from the weight's and the bias' cached facts (computed once per constant)."""
-    return _bound_from_sums(args[1].row_sums(), _hull0(args[0]), args[2].bias_sides() if len(args) == 3 else None)
-
-
-def _bound_from_sums(sums: tuple, x: tuple[int, int], sides: tuple | None) -> tuple[int, int]:
-    """The bound of `_weighted_bound` from the row sums (P_o, N_o, max magnitude) and the bias sides
-    (max(b_o, 0), min(b_o, 0)), vectorised and exact.
-
-    Partial sums stay inside whether accumulation starts from the bias or adds it last.
-    hi_o = P_o*xhi + N_o*xlo + max(b_o, 0) is a sum of three terms >= 0 (lo_o: three terms <= 0),
-    so when each term is below 2^61 in magnitude int64 holds them exactly; otherwise (the node is then
-    rejected by bits.overflow anyway) the exact value comes from Python integers."""
-    pos, neg, largest = sums
-    xlo, xhi = x
-    if largest * max(-xlo, xhi) >= 1 << 61:
-        pos, neg = pos.astype(object), neg.astype(object)
-    hi, lo = pos * xhi, pos * xlo
-    hi += neg * xlo
-    lo += neg * xhi
-    if sides is not None:
-        hi += sides[0]
-        lo += sides[1]
+    """conv2d / dense: the bound of arith.mac_bound from the weight's and the bias' cached facts
+    (computed once per constant)."""
+    sides = args[2].bias_sides() if len(args) == 3 else None
+    lo, hi = channel_bounds(args[1].row_sums(), hull0(args[0].lo, args[0].hi), sides)
     return int(lo.min()), int(hi.max())
 
 
@@ -54,7 +28,7 @@ def _bound_from_sums(sums: tuple, x: tuple[int, int], sides: tuple | None) -> tu
 def _conv_geometry(x: tuple, w: tuple, a: dict) -> tuple[int, int]:
     (_, h, wd), (_, _, kh, kw) = x, w
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilations"], a["pads"]
-    return window.out_size(h, kh, sh, dh, pt, pb), window.out_size(wd, kw, sw, dw, pl, pr)
+    return window_out(h, kh, sh, dh, pt, pb), window_out(wd, kw, sw, dw, pl, pr)
 
 
 def _conv_check_attrs(a: dict) -> None:
@@ -166,7 +140,7 @@ def matmul_shape(args, a):
 
 
 def matmul_bound(args, a, out):
-    (alo, ahi), (blo, bhi) = _hull0(args[0]), _hull0(args[1])
+    (alo, ahi), (blo, bhi) = hull0(args[0].lo, args[0].hi), hull0(args[1].lo, args[1].hi)
     prods = [p * q for p in (alo, ahi) for q in (blo, bhi)]
     k = args[0].shape[-1]
     return k * min(prods), k * max(prods)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import gas
+from ..arith import window_out
 from ..limits import MAX_DIM, MAX_GEOMETRY
 from . import window
 from .base import Attr, OpDef, elements, require, require_range, with_batch
@@ -14,7 +15,7 @@ _SENTINEL = np.iinfo(np.int64).min
 def _pool_geometry(shape, a):
     (_, h, w), (kh, kw) = shape, a["kernel"]
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilations"], a["pads"]
-    return window.out_size(h, kh, sh, dh, pt, pb), window.out_size(w, kw, sw, dw, pl, pr)
+    return window_out(h, kh, sh, dh, pt, pb), window_out(w, kw, sw, dw, pl, pr)
 
 
 def max_pool2d_shape(args, a):

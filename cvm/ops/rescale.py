@@ -4,20 +4,8 @@ from __future__ import annotations
 
 from .. import gas
 from ..limits import MAX_AXIS, MAX_BITS, MAX_LUT_SIZE, MAX_SHIFT
-from ..values import bits_max
+from ..arith import INT64_MAX, bits_max, div_round, round_shift
 from .base import TABLE_ANY, TABLE_MONOTONE, Attr, OpDef, RuleError, broadcast_shapes, clamp, corners, elements, require
-
-INT64_MAX = (1 << 63) - 1
-
-
-def round_shift(v, shift: int):
-    """floor((v + 2^(s-1)) / 2^s): round half up (toward +inf); s = 0 leaves v unchanged.
-
-    Works on Python ints and int64 numpy arrays (>> on signed integers is floor division)."""
-    if shift == 0:
-        return v
-    return (v + (1 << (shift - 1))) >> shift
-
 
 # ---------------------------------------------------------------- requant
 
@@ -115,13 +103,8 @@ def div_shape(args, a):
     return out
 
 
-def div_exact(x, d):
-    """floor((2x + d) / (2d)) = round(x / d), halves toward +inf; d >= 1."""
-    return (2 * x + d) // (2 * d)
-
-
 def div_bound(args, a, out):
-    return corners(div_exact, (args[0].lo, args[0].hi), (args[1].lo, args[1].hi))
+    return corners(div_round, (args[0].lo, args[0].hi), (args[1].lo, args[1].hi))
 
 
 def div_cost(args, a, out):
@@ -138,7 +121,7 @@ def div_profile(a, consts, shape):
     return tuple(prof)
 
 
-DIV = OpDef("div", 2, 2, {}, div_shape, div_bound, div_cost, lambda x, d: div_exact(x, d),
+DIV = OpDef("div", 2, 2, {}, div_shape, div_bound, div_cost, div_round,
             activation_inputs=(0,), doc="y = floor((2x + d) / (2d)), d proven >= 1",
             table=TABLE_MONOTONE, table_profile=div_profile)
 

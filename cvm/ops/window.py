@@ -12,13 +12,7 @@ every one of them is below 2^42, so any implementation may hold them in int64.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
-
-
-def out_size(size: int, k: int, s: int, d: int, pad_before: int, pad_after: int) -> int:
-    """Number of window positions: floor((size + pads - d*(k-1) - 1) / s) + 1 (may be < 1)."""
-    return (size + pad_before + pad_after - d * (k - 1) - 1) // s + 1
 
 
 def floor_sum(n: int, m: int, a: int, b: int) -> int:

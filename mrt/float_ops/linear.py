@@ -21,8 +21,7 @@ def conv(x, w, b=None, *, strides, pads, dilations, groups):
     per position and group, and memory stays at the size of the input (no im2col copy)."""
     nd = w.ndim - 2
     xp = np.ascontiguousarray(np.moveaxis(pad_spatial(x, pads, 0), 1, -1), dtype=np.float64)
-    out = tuple((xp.shape[1 + i] - dilations[i] * (w.shape[2 + i] - 1) - 1) // strides[i] + 1
-                for i in range(nd))
+    out = tuple(window_out(xp.shape[1 + i], w.shape[2 + i], strides[i], dilations[i], 0, 0) for i in range(nd))
     og, cg = w.shape[0] // groups, w.shape[1]
     y = np.zeros((x.shape[0], *out, w.shape[0]))
     for g in range(groups):

@@ -7,6 +7,7 @@ caught here, by name, instead of computing something batch-size dependent.
 """
 from math import prod
 
+from cvm import arith
 from mrt.errors import GraphError
 
 
@@ -70,9 +71,8 @@ def numel(shape):
 
 def window_out(size, kernel, stride, dilation, pad_begin, pad_end):
     """Output length of a sliding window (conv, pools) over `size` padded elements."""
-    span = dilation * (kernel - 1) + 1
-    out = (size + pad_begin + pad_end - span) // stride + 1
+    out = arith.window_out(size, kernel, stride, dilation, pad_begin, pad_end)
     if out < 1:
-        raise GraphError(f"window of span {span} does not fit input {size} with pads "
+        raise GraphError(f"window of span {dilation * (kernel - 1) + 1} does not fit input {size} with pads "
                          f"({pad_begin}, {pad_end})")
     return out

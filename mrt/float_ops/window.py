@@ -3,6 +3,8 @@ building block of conv and every pooling op, for any number of spatial dims."""
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from cvm.arith import window_out
+
 
 def split_pads(pads):
     """ONNX-order pads (all begins, then all ends) -> [(begin, end), ...] per spatial axis."""
@@ -21,8 +23,7 @@ def windows(x, kernel, strides, dilations):
     """A read-only view of shape (N, C, *out, *kernel) of the windows of an already padded x."""
     nd = len(kernel)
     spatial = x.shape[2:]
-    out = tuple((spatial[i] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
-                for i in range(nd))
+    out = tuple(window_out(spatial[i], kernel[i], strides[i], dilations[i], 0, 0) for i in range(nd))
     st = x.strides
     view_strides = (st[:2] + tuple(st[2 + i] * strides[i] for i in range(nd))
                     + tuple(st[2 + i] * dilations[i] for i in range(nd)))

@@ -5,6 +5,7 @@ explicit pads and ceil_mode becomes extra end padding, so the IR ops only know e
 """
 import numpy as np
 
+from cvm.arith import window_out
 from mrt.errors import UnsupportedOp
 from mrt.onnx_import.attrs import where
 from mrt.onnx_import.ops_core import _opt
@@ -44,7 +45,7 @@ def _ceil_pads(node, x, kernel, strides, dilations, pads):
     extra = []
     for i in range(nd):
         size, span = x[2 + i] + pads[i] + pads[nd + i], dilations[i] * (kernel[i] - 1) + 1
-        out = -(-(size - span) // strides[i]) + 1
+        out = window_out(x[2 + i], kernel[i], strides[i], dilations[i], pads[i], pads[nd + i], ceil=True)
         if (out - 1) * strides[i] >= x[2 + i] + pads[i]:
             out -= 1
         extra.append(max(0, (out - 1) * strides[i] + span - size))

@@ -6,7 +6,7 @@ import numpy as np
 import cvm
 from mrt.quantize.config import TARGETS, QuantConfig, config_for
 from mrt.quantize.rules import RULES
-from cvm.values import bits_max
+from cvm.arith import bits_max
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
 __all__ = ["QuantConfig", "QuantizeError", "TARGETS", "config_for", "quantize"]
@@ -47,4 +47,15 @@ def quantize(graph, thresholds: dict[str, float], config: QuantConfig, meta: dic
     meta = dict(meta or {})
     meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
                  "quantization": {k: v for k, v in vars(config).items()}})
-    return qz.b.build(outputs, meta)
+    model = qz.b.build(outputs, meta)
+    check_accumulators(model, config)
+    return model
+
+
+def check_accumulators(model: cvm.Model, config: QuantConfig) -> None:
+    """The accumulator width the verifier proved is within the target's budget: MAC splits plan with
+    the verifier's own bound, so a model over budget is a bug in the quantizer, never a user error."""
+    proven = model.analysis.max_accumulator_bits
+    if proven > config.acc_bits:
+        raise QuantizeError(f"internal: the verifier proves {proven}-bit accumulators, over the "
+                            f"{config.acc_bits}-bit budget of target {config.target!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mrt.quantize.split import emit_mac
-from cvm.values import bits_max
+from cvm.arith import bits_max
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
 

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from cvm.values import bits_max
+from cvm.arith import bits_max, mac_bound, round_shift
 from mrt.quantize.state import QuantizeError, Quantizer
-from cvm.ops.rescale import round_shift
 
 
-def _chunk_bounds(w_cols: np.ndarray, bias: np.ndarray | None, lo: int, hi: int) -> np.ndarray:
-    """Per output channel: max |sum| of w_cols . x + b over x in [lo, hi] (hulled with 0)."""
-    lo, hi = min(lo, 0), max(hi, 0)
-    pos = np.where(w_cols > 0, w_cols, 0).sum(axis=1).astype(object)
-    neg = np.where(w_cols < 0, w_cols, 0).sum(axis=1).astype(object)
-    b = np.zeros(len(w_cols), dtype=object) if bias is None else bias.astype(object)
-    top = pos * hi + neg * lo + b
-    bottom = pos * lo + neg * hi + b
-    return np.maximum(np.abs(top), np.abs(bottom))
+def _reach(w_cols: np.ndarray, bias: np.ndarray | None, lo: int, hi: int) -> int:
+    """The largest magnitude the verifier proves for sum_k w[o,k]*x_k + b[o], x_k in [lo, hi]: its own
+    bound (cvm.arith.mac_bound), so a chunk planned to fit the budget is one the verifier accepts."""
+    blo, bhi = mac_bound(w_cols, (lo, hi), bias)
+    return max(-blo, bhi)
 
 
 def plan_chunks(w2d: np.ndarray, group: int, bias, lo: int, hi: int, limit: int) -> list[tuple[int, int]]:
@@ -28,9 +23,9 @@ def plan_chunks(w2d: np.ndarray, group: int, bias, lo: int, hi: int, limit: int)
     while start < n:
         end = start + 1
         b = bias if not chunks else None
-        if _chunk_bounds(w2d[:, start * group:end * group], b, lo, hi).max() > limit:
+        if _reach(w2d[:, start * group:end * group], b, lo, hi) > limit:
             raise QuantizeError("a single input column already exceeds the accumulator budget")
-        while end < n and _chunk_bounds(w2d[:, start * group:(end + 1) * group], b, lo, hi).max() <= limit:
+        while end < n and _reach(w2d[:, start * group:(end + 1) * group], b, lo, hi) <= limit:
             end += 1
         chunks.append((start, end))
         start = end
@@ -46,7 +41,7 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
     if op == "dense":
         w2d, group, axis = qw, 1, len(qz.shape_of(x)) - 1
     else:
-        if attrs.get("groups", 1) != 1 and _chunk_bounds(qw.reshape(len(qw), -1), qb, lo, hi).max() > limit:
+        if attrs.get("groups", 1) != 1 and _reach(qw.reshape(len(qw), -1), qb, lo, hi) > limit:
             raise QuantizeError(f"node {name!r}: grouped conv exceeds the {qz.cfg.acc_bits}-bit accumulator budget")
         w2d, group, axis = qw.reshape(len(qw), -1), qw.shape[2] * qw.shape[3], 0
     wdt = "int8" if qz.cfg.weight_bits <= 8 else "int16"
@@ -55,7 +50,7 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
         args = [inp, qz.b.const(w, dtype=wdt)] + ([qz.b.const(b, dtype="int32")] if b is not None else [])
         return qz.op("conv2d" if op != "dense" else "dense", *args, name=name + suffix, **attrs)
 
-    if _chunk_bounds(w2d, qb, lo, hi).max() <= limit:
+    if _reach(w2d, qb, lo, hi) <= limit:
         return mac(x, qw, qb, ""), 1.0
 
     chunks = plan_chunks(w2d, group, qb, lo, hi, limit)
@@ -68,7 +63,7 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
         w = qw[:, s:e] if op == "dense" else qw[:, s:e]
         b = qb if i == 0 else None
         parts.append(mac(xs, w, b, f".part{i}"))
-        bounds.append(int(_chunk_bounds(w2d[:, s * group:e * group], b, lo, hi).max()))
+        bounds.append(_reach(w2d[:, s * group:e * group], b, lo, hi))
     shift = 0
     while sum(abs(round_shift(p, shift)) + (1 if shift else 0) for p in bounds) > limit:
         shift += 1

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import cvm
-from cvm.ops.rescale import round_shift
-from cvm.values import INT32_MAX, bits_max
+from cvm.arith import INT32_MAX, INT64_MAX, bits_max, round_shift
+from cvm.limits import MAX_SHIFT
 from cvm.verify import Verifier
 from mrt.errors import MrtError
 from mrt.quantize.config import QuantConfig
@@ -50,9 +50,9 @@ def choose_multiplier(ratio: np.ndarray, in_absmax: int) -> tuple[np.ndarray, in
     top = float(ratio.max())
     if not top > 0:
         return np.ones_like(ratio, dtype=np.int64), 0
-    shift = min(62, math.floor(math.log2(INT32_MAX / top)))
+    shift = min(MAX_SHIFT, math.floor(math.log2(INT32_MAX / top)))
     while shift > 0 and (int(np.round(top * 2.0 ** shift)) > INT32_MAX
-                         or in_absmax * INT32_MAX + (1 << (shift - 1)) >= 2 ** 63):
+                         or in_absmax * INT32_MAX + (1 << (shift - 1)) > INT64_MAX):
         shift -= 1
     if shift < 0:
         raise QuantizeError(f"rescale ratio {top:.3g} is too large for a multiply + shift")
@@ -107,10 +107,6 @@ class Quantizer:
     def interval(self, name: str) -> tuple[int, int]:
         info = self.analysis().tensors[name]
         return info.lo, info.hi
-
-    def bits_of(self, name: str) -> int:
-        lo, hi = self.interval(name)
-        return max(abs(lo), abs(hi)).bit_length() + 1
 
     # ---------------------------------------------------------------- rescaling
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import cvm
-from cvm.ops.rescale import round_shift
+from cvm.arith import round_shift
 
 
 def requant(x, m, shift, bits, axis=0, in_bits=32):

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cvm
+from cvm.arith import window_out
 from cvm.ops import OPSET_V1, window
 from cvm.ops.linear import _conv_geometry
 
@@ -25,7 +26,7 @@ def _taps_hit_brute(n_out, size, k, s, d, pad):
 @settings(max_examples=400)
 @given(size=SMALL, k=SMALL, s=SMALL, d=st.integers(1, 15), pad=st.integers(0, 30), extra=st.integers(0, 30))
 def test_taps_hit_is_the_brute_force_check(size, k, s, d, pad, extra):
-    n_out = window.out_size(size, k, s, d, pad, extra)
+    n_out = window_out(size, k, s, d, pad, extra)
     if n_out >= 1:
         assert window.taps_hit(n_out, size, k, s, d, pad) == _taps_hit_brute(n_out, size, k, s, d, pad)
 
@@ -33,7 +34,7 @@ def test_taps_hit_is_the_brute_force_check(size, k, s, d, pad, extra):
 @settings(max_examples=300)
 @given(size=SMALL, k=SMALL, s=SMALL, d=SMALL, pad=st.integers(0, 12), extra=st.integers(0, 12))
 def test_axis_pieces_cover_exactly_the_taps_inside(size, k, s, d, pad, extra):
-    n_out = window.out_size(size, k, s, d, pad, extra)
+    n_out = window_out(size, k, s, d, pad, extra)
     if n_out < 1:
         return
     want = {(o, t, o * s + t * d - pad) for o in range(n_out) for t in range(k) if 0 <= o * s + t * d - pad < size}
@@ -79,8 +80,8 @@ def conv2d_padded(x, w, b, strides, pads, dilations, groups):
 
 def max_pool_padded(x, kernel, strides, pads, dilations):
     (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = kernel, strides, dilations, pads
-    oh = window.out_size(x.shape[2], kh, sh, dh, pt, pb)
-    ow = window.out_size(x.shape[3], kw, sw, dw, pl, pr)
+    oh = window_out(x.shape[2], kh, sh, dh, pt, pb)
+    ow = window_out(x.shape[3], kw, sw, dw, pl, pr)
     lowest = np.iinfo(np.int64).min
     xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=lowest)
     out = np.full(x.shape[:2] + (oh, ow), lowest, np.int64)
@@ -120,8 +121,8 @@ def test_conv2d_reference_matches_the_padded_definition(geo, seed):
 @given(geo=geometry(), seed=st.integers(0, 2 ** 31))
 def test_max_pool_reference_matches_the_padded_definition(geo, seed):
     c, _, h, w, kh, kw, strides, pads, dilations = geo
-    oh, ow = window.out_size(h, kh, strides[0], dilations[0], pads[0], pads[2]), \
-        window.out_size(w, kw, strides[1], dilations[1], pads[1], pads[3])
+    oh, ow = window_out(h, kh, strides[0], dilations[0], pads[0], pads[2]), \
+        window_out(w, kw, strides[1], dilations[1], pads[1], pads[3])
     if min(oh, ow) < 1 or not (window.taps_hit(oh, h, kh, strides[0], dilations[0], pads[0])
                                and window.taps_hit(ow, w, kw, strides[1], dilations[1], pads[1])):
         return

@@ -4,7 +4,7 @@ import pytest
 from concrete import fhe
 
 from cvm.interp.fhe_lookup import FHEUnsupported, int_bits, plan_lookup, tlu_bits
-from cvm.ops.rescale import round_shift
+from cvm.arith import round_shift
 
 
 def test_int_bits_is_concretes_width():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from concrete import fhe
 
-from cvm.ops.rescale import round_shift
+from cvm.arith import round_shift
 
 
 def _circuit(width: int, r: int, table: bool):

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from . import conv
-from ...values import INT32_MAX, INT32_MIN
+from ...arith import INT32_MAX, INT32_MIN
 from .layout import FLAT, NHWC, Value
 from .plan import Planner
 

@@ -7,6 +7,7 @@ import functools
 
 import numpy as np
 
+from ...arith import div_round_into
 from . import elementwise, matmul, pool
 from .layout import C, FLAT, NHWC, canonical, flat_permutation, to_nhwc_const
 from .plan import OPEN_HI, Planner
@@ -74,7 +75,7 @@ def lower_binary(p: Planner, index, node, attrs):
         def bind(ins, out):
             x, d = operands(ins)
             o = out if nhwc else canonical(out, out_value)
-            return [(_div, (x, d, twice.get(names[1]), o))]
+            return [(div_round_into, (x, d, o, twice.get(names[1])))]
     else:
         ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[node.op]
         fn = functools.partial(ufunc, dtype=calc, casting="unsafe")
@@ -82,14 +83,6 @@ def lower_binary(p: Planner, index, node, attrs):
         def bind(ins, out):
             return [(fn, (*operands(ins), out))]
     p.add(node.op, act_names, node.output, out_value, bind)
-
-
-def _div(x, d, d2, out):
-    """floor((2x + d) / (2d)) in int64 (d >= 1 was proven); d2 = 2d when d is a constant. Three numpy
-    calls: a div node is ~140 gas on a few elements, so its fixed cost is the calls."""
-    t = np.add(np.multiply(x, 2, dtype=np.int64), d)  # not in place: d may broadcast x to a larger shape
-    d2 = np.multiply(d, 2, dtype=np.int64) if d2 is None else d2
-    np.floor_divide(t, d2, out=out, dtype=np.int64, casting="unsafe")
 
 
 def lower_clamp(p: Planner, index, node, attrs):

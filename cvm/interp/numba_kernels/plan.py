@@ -14,12 +14,13 @@ from typing import Callable
 import numpy as np
 
 from ...ir import Graph
-from ...values import bits_max, storage_dtype
+from ...arith import INT32_MAX, INT32_MIN, bits_max
+from ...values import storage_dtype
 from ...verify import Analysis
 from .layout import C, FLAT, NHWC, Value, canonical
 from .threads import Pool
 
-OPEN_LO, OPEN_HI = -(1 << 31), (1 << 31) - 1  # "no clamp": every value a kernel clamps is a tensor value,
+OPEN_LO, OPEN_HI = INT32_MIN, INT32_MAX  # "no clamp": every value a kernel clamps is a tensor value,
 # proven to fit int32 (the bounds reach int32 kernel arguments unchanged)
 
 
