@@ -6,7 +6,8 @@ so it is bounded by the MACs the node pays for), multiplied by the prepacked wei
 step applies bias, requantization and the folded relu/clip before storing. Parallel runs split the
 output rows (never the summed axis) into chunks.
 
-geo (int64): kh, kw, sh, sw, dh, dw, pt, pl, groups, cg, og, k, oh, ow  (k = kh*kw*cg is the summed length)
+geo: kargs.GEO (kh, kw, sh, sw, dh, dw, pt, pl, groups, cg, og, k, oh, ow; k = kh*kw*cg the summed
+length); ost: kargs.OST
 The output step (out_rows) is plan.OutputStep: requant, relu/clip, and a residual add with its own
 requant and relu/clip, when the planner fused them.
 """
@@ -15,6 +16,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .kargs import CG, DH, DW, GROUPS, HAS_RESIDUAL, HI, HI2, K, KH, KW, LO, LO2, OG, OH, OW, PL, PT, RND, RND2, SH, \
+    SHIFT, SHIFT2, SW
+
 BLOCK_ROWS = 64  # output pixels packed at a time (the packed block stays in L1/L2)
 
 
@@ -22,10 +26,10 @@ BLOCK_ROWS = 64  # output pixels packed at a time (the packed block stays in L1/
 def pack_rows(x, geo, g, r0, nrows, buf, offset):
     """buf[r, (u*kw + v)*cg + c] = x[n, y, z, g*cg + c] + offset for output pixel r0 + r; taps in the
     padding, columns past k and rows past nrows hold `offset` (the packed form of 0)."""
-    kh, kw, sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
-    cg, k = geo[9], geo[11]
+    kh, kw, sh, sw, dh, dw, pt, pl = geo[KH], geo[KW], geo[SH], geo[SW], geo[DH], geo[DW], geo[PT], geo[PL]
+    cg, k = geo[CG], geo[K]
     _, h, w, _ = x.shape
-    oh, ow = geo[12], geo[13]
+    oh, ow = geo[OH], geo[OW]
     c0 = g * cg
     for r in range(buf.shape[0]):
         if r >= nrows:
@@ -54,17 +58,17 @@ def pack_rows(x, geo, g, r0, nrows, buf, offset):
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
     """The output step (plan.OutputStep) for out[r0 + r, c0 + n] from the accumulators s[r, n],
-    r < nrows, n < len(mult). ost: rnd, shift, lo, hi, has_residual, rnd2, shift2, lo2, hi2;
+    r < nrows, n < len(mult). ost: the kargs.OST layout;
     res: the residual, shaped like out (unused without one)."""
     og = mult.shape[0]
-    rnd, shift, lo, hi = ost[0], ost[1], ost[2], ost[3]
-    if ost[4] == 0:
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    if ost[HAS_RESIDUAL] == 0:
         for r in range(nrows):
             srow, orow = s[r], out[r0 + r, c0:c0 + og]
             for n in range(og):
                 orow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
         return
-    rnd2, shift2, lo2, hi2 = ost[5], ost[6], ost[7], ost[8]
+    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
     for r in range(nrows):
         srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[r0 + r, c0:c0 + og]
         for n in range(og):
@@ -114,7 +118,7 @@ def conv_i32(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
     int16/int32 rows; bias int32, mult and mult2 int64: (groups, og); out: (N*OH*OW, groups*og), rows
     are output pixels (channels-last)."""
     rows = out.shape[0]
-    groups, og = geo[8], geo[10]
+    groups, og = geo[GROUPS], geo[OG]
     block = min(BLOCK_ROWS, rows)  # no more rows than there are outputs: k may be 2^24 (a 2^24-tap kernel)
     buf = np.empty((block, w.shape[2]), w.dtype)
     s = np.empty((block, og), np.int32)
@@ -131,9 +135,9 @@ def conv_i32(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
 def conv_i64(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
     """Direct convolution with int64 accumulation: the fallback when int32 is not proven safe.
     w: (groups, og, kh, kw, cg) int64; bias, mult, mult2: (groups, og) int64; out as in conv_i32."""
-    kh, kw, sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
-    groups, cg, og = geo[8], geo[9], geo[10]
-    oh, ow = geo[12], geo[13]
+    kh, kw, sh, sw, dh, dw, pt, pl = geo[KH], geo[KW], geo[SH], geo[SW], geo[DH], geo[DW], geo[PT], geo[PL]
+    groups, cg, og = geo[GROUPS], geo[CG], geo[OG]
+    oh, ow = geo[OH], geo[OW]
     _, h, wd, _ = x.shape
     s = np.empty((1, og), np.int64)
     for p in range(b0 * BLOCK_ROWS, min(b1 * BLOCK_ROWS, out.shape[0])):
@@ -161,8 +165,8 @@ def conv_depthwise(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
     """Depthwise conv (groups = channels, one output per group), vectorized over channels, int32
     accumulation (proven as for conv_i32). x: (N, H, W, C); w: (kh, kw, C) int32; bias: (C,) int32;
     mult, mult2: (1, C) int64; out: (N*OH*OW, C); output row blocks b0..b1."""
-    kh, kw, sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
-    oh, ow = geo[12], geo[13]
+    kh, kw, sh, sw, dh, dw, pt, pl = geo[KH], geo[KW], geo[SH], geo[SW], geo[DH], geo[DW], geo[PT], geo[PL]
+    oh, ow = geo[OH], geo[OW]
     _, h, wd, c = x.shape
     s = np.empty((min(BLOCK_ROWS, out.shape[0]), c), np.int32)
     for blk in range(b0, b1):

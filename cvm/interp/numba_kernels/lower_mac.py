@@ -15,7 +15,8 @@ from typing import Callable
 import numpy as np
 
 from . import conv
-from ...arith import INT32_MAX, INT32_MIN
+from ...arith import bias_sides, channel_bounds, fits_int32, row_sums
+from .kargs import GEO, pack
 from .layout import FLAT, NHWC, Value
 from .plan import Planner
 
@@ -28,13 +29,9 @@ NO_RESIDUAL = np.zeros((1, 1), np.int16)  # passed when the output step has no r
 
 def partial_sums_fit_int32(rows: np.ndarray, xlo: int, xhi: int, start: np.ndarray) -> bool:
     """Every start-or-0 + sum over any subset of k of rows[o, k] * x_k, x_k in [xlo, xhi] (which
-    contains 0), fits int32. Exact Python integers."""
-    pos = np.where(rows > 0, rows, 0).sum(axis=1)
-    neg = np.where(rows < 0, rows, 0).sum(axis=1)
-    for p, n, s in zip(pos.tolist(), neg.tolist(), start.tolist()):
-        if min(s, 0) + p * xlo + n * xhi < INT32_MIN or max(s, 0) + p * xhi + n * xlo > INT32_MAX:
-            return False
-    return True
+    contains 0), fits int32: the verifier's MAC bound (cvm.arith) with `start` as the bias."""
+    lo, hi = channel_bounds(row_sums(rows), (xlo, xhi), bias_sides(start))
+    return fits_int32(int(lo.min()), int(hi.max()))
 
 
 def vnni_buffers_paid(geom: dict, g: int, og: int, cg: int) -> bool:
@@ -87,8 +84,8 @@ class Gemm:
     def portable_geo(self) -> np.ndarray:
         g, og, kh, kw, cg = self.shape
         gm = self.gm
-        return np.array([kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], gm["pt"], gm["pl"], g, cg, og,
-                         kh * kw * cg, gm["oh"], gm["ow"]], np.int64)
+        return pack(GEO, kh=kh, kw=kw, sh=gm["sh"], sw=gm["sw"], dh=gm["dh"], dw=gm["dw"], pt=gm["pt"], pl=gm["pl"],
+                    groups=g, cg=cg, og=og, k=kh * kw * cg, oh=gm["oh"], ow=gm["ow"])
 
 
 def _in_place(x4):
@@ -192,8 +189,7 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     def emit():
         inputs = [x_name] + ([p.in_layout(ostep.residual, out_layout)] if ostep.residual is not None else [])
         p.add(label, inputs, ostep.output, out_value, bind, scratch=call.scratch)
-    p.at(max((index,) + ostep.nodes), emit)
-    return ostep.nodes
+    p.fuse(index, ostep.nodes, emit)
 
 
 def lower_conv(p: Planner, index, node, attrs):
@@ -207,7 +203,7 @@ def lower_conv(p: Planner, index, node, attrs):
     c, h, wd = p.values[x_name].shape
     _, oh, ow = p.analysis.tensors[node.output].shape
     geom = dict(h=h, w=wd, c=c, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl, pb=pb, pr=pr, oh=oh, ow=ow)
-    return _gemm_step(p, index, x_name, wk, bias, geom, 0, NHWC, "conv2d")
+    _gemm_step(p, index, x_name, wk, bias, geom, 0, NHWC, "conv2d")
 
 
 def lower_dense(p: Planner, index, node, attrs):
@@ -223,4 +219,4 @@ def lower_dense(p: Planner, index, node, attrs):
         c, h, wd = x.chw
         w = w.reshape(o, c, h, wd).transpose(0, 2, 3, 1).reshape(o, k)
     geom = dict(h=1, w=1, c=k, kh=1, kw=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0, pb=0, pr=0, oh=1, ow=1)
-    return _gemm_step(p, index, x_name, w.reshape(1, o, 1, 1, k), bias, geom, len(x.shape) - 1, "c", "dense")
+    _gemm_step(p, index, x_name, w.reshape(1, o, 1, 1, k), bias, geom, len(x.shape) - 1, "c", "dense")

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...arith import div_round_into
 from . import elementwise, matmul, pool
+from .kargs import WINDOW, pack
 from .layout import C, FLAT, NHWC, canonical, flat_permutation, to_nhwc_const
 from .plan import OPEN_HI, Planner
 
@@ -118,7 +119,7 @@ def lower_requant(p: Planner, index, node, attrs):
 def lower_max_pool(p: Planner, index, node, attrs):
     x_name = p.in_layout(node.inputs[0], NHWC)
     (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = attrs["kernel"], attrs["strides"], attrs["dilations"], attrs["pads"]
-    geo = np.array([kh, kw, sh, sw, dh, dw, pt, pl], np.int64)
+    geo = pack(WINDOW, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl)
     out_value = p.spec_value(node.output, NHWC)
     c, oh, ow = out_value.shape
     min_rows = -(-PAR_MIN_TAPS // (ow * c * kh * kw))

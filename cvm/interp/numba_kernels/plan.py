@@ -8,7 +8,7 @@ them when nothing else reads the intermediate tensors (the fused output step).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -17,6 +17,7 @@ from ...ir import Graph
 from ...arith import INT32_MAX, INT32_MIN, bits_max
 from ...values import storage_dtype
 from ...verify import Analysis
+from .kargs import OST, pack
 from .layout import C, FLAT, NHWC, Value, canonical
 from .threads import Pool
 
@@ -57,8 +58,9 @@ class OutputStep:
     nodes: tuple[int, ...]  # indices of the fused nodes
 
     def params(self) -> np.ndarray:
-        return np.array([(1 << self.shift) >> 1, self.shift, self.lo, self.hi, self.residual is not None,
-                         (1 << self.shift2) >> 1, self.shift2, self.lo2, self.hi2], np.int64)
+        return pack(OST, rnd=(1 << self.shift) >> 1, shift=self.shift, lo=self.lo, hi=self.hi,
+                    has_residual=self.residual is not None, rnd2=(1 << self.shift2) >> 1, shift2=self.shift2,
+                    lo2=self.lo2, hi2=self.hi2)
 
 
 def fold_clamp(lo: int, hi: int, lo2: int, hi2: int) -> tuple[int, int]:
@@ -72,8 +74,8 @@ class Planner:
         self.values: dict[str, Value] = {}
         self.steps: list[Step] = []
         self._converted: dict[tuple[str, str], str] = {}
-        self.deferred: dict[int, list] = {}  # node index -> lowerings to run once that node is reached
-        self.claimed: set[int] = set()  # nodes a fused chain computes
+        self.due: dict[int, list[FusedGroup]] = {}  # node index -> fused groups to emit once it is reached
+        self.claimed: set[int] = set()  # nodes a fused group computes (the lowering loop skips them)
         self.uses = Counter(n for node in graph.nodes for n in node.inputs) + Counter(graph.outputs)
         self.consumers = {}
         for i, node in enumerate(graph.nodes):
@@ -95,11 +97,6 @@ class Planner:
         self.steps.append(Step(label, tuple(inputs), output, value, bind, view, scratch))
         self.values[output] = value
         return output
-
-    def at(self, index: int, emit) -> None:
-        """Run emit() (which adds steps) when the planner reaches node `index` (a fused chain runs
-        where its last node was, once every tensor it reads exists)."""
-        self.deferred.setdefault(index, []).append(emit)
 
     def in_layout(self, name: str, layout: str) -> str:
         """The name of a tensor holding `name` stored in `layout` (a conversion step is added once)."""
@@ -133,42 +130,103 @@ class Planner:
 
     # ------------------------------------------------------------ fusion
 
-    def output_step(self, index: int, channel_axis: int) -> OutputStep:
-        """The chain after MAC node `index` that its output step can compute: [requant] [relu|clip]*
-        [add(residual of the same shape) [requant] [relu|clip]*], while each tensor has no other reader."""
+    def fuse(self, head: int, nodes: tuple[int, ...], emit: Callable) -> None:
+        """Record a fused group: node `head` and the `nodes` its step computes. The lowering loop
+        skips the nodes, and `emit` (which adds the group's step) runs when the loop reaches the last
+        of them, once every tensor the group reads exists."""
+        group = FusedGroup(head, nodes, emit)
+        self.claimed.update(nodes)
+        self.due.setdefault(group.last, []).append(group)
+
+    def _single_reader_chain(self, name: str):
+        """The nodes after tensor `name` while each tensor has exactly one reader, is no graph output,
+        and its reader is not already fused elsewhere: (index, node, attrs, the tensor it reads)."""
         nodes, attrs = self.graph.nodes, self.analysis.attrs
-        info = self.analysis.tensors[nodes[index].output]
-        n_out = info.shape[channel_axis]
-        stages = [[np.ones(n_out, np.int64), 0, OPEN_LO, OPEN_HI, False] for _ in range(2)]
-        stage, residual = 0, None
-        name, fused = nodes[index].output, []
         while self.uses[name] == 1 and name not in self.graph.outputs and name in self.consumers:
             j = self.consumers[name][0]
             if j in self.claimed:
-                break
-            nxt, a, st = nodes[j], attrs[j], stages[stage]
-            if nxt.op == "requant" and not st[4] and st[2] == OPEN_LO and st[3] == OPEN_HI:
-                m = self.const(nxt.inputs[1]).astype(np.int64)
-                if m.shape[0] != 1 and a["axis"] != channel_axis:
-                    break
-                lim = bits_max(a["bits"])
-                st[:] = [np.broadcast_to(m, (n_out,)).copy(), a["shift"], -lim, lim, True]
-            elif nxt.op == "relu":
-                st[2], st[3] = fold_clamp(st[2], st[3], 0, OPEN_HI)
-            elif nxt.op == "clip":
-                st[2], st[3] = fold_clamp(st[2], st[3], a["lo"], a["hi"])
-            elif nxt.op == "add" and stage == 0:
-                other = nxt.inputs[1] if nxt.inputs[0] == name else nxt.inputs[0]
-                if other == name or self.const(other) is not None or self.analysis.tensors[other].shape != info.shape:
-                    break
-                stage, residual = 1, other
+                return
+            yield j, nodes[j], attrs[j], name
+            name = nodes[j].output
+
+    def output_step(self, index: int, channel_axis: int) -> OutputStep:
+        """The chain after MAC node `index` that its output step computes (FUSION: [requant]
+        [relu|clip]* [add(residual of the same shape) [requant] [relu|clip]*])."""
+        info = self.analysis.tensors[self.graph.nodes[index].output]
+        ctx = FusionContext(self, info.shape, channel_axis)
+        stages, k, residual, fused, last = [Stage.identity(info.shape[channel_axis])] * 2, 0, None, [], None
+        for j, node, a, reads in self._single_reader_chain(self.graph.nodes[index].output):
+            if node.op == "add" and k == 0 and (other := ctx.residual_of(node, reads)) is not None:
+                k, residual = 1, other
+            elif (absorb := FUSION.get(node.op)) is not None and (st := absorb(ctx, stages[k], node, a)) is not None:
+                stages[k] = st
             else:
                 break
             fused.append(j)
-            name = nxt.output
-        (m1, s1, lo1, hi1, _), (m2, s2, lo2, hi2, _) = stages
-        self.claimed.update(fused)
-        return OutputStep(m1, s1, lo1, hi1, residual, m2, s2, lo2, hi2, name, tuple(fused))
+            last = node.output
+        (s1, s2), name = stages, last or self.graph.nodes[index].output
+        return OutputStep(s1.mult, s1.shift, s1.lo, s1.hi, residual, s2.mult, s2.shift, s2.lo, s2.hi, name,
+                          tuple(fused))
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """A MAC node and the nodes its output step computes, emitted as one step at the last of them."""
+    head: int
+    nodes: tuple[int, ...]
+    emit: Callable
+
+    @property
+    def last(self) -> int:
+        return max((self.head,) + self.nodes)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One requant -> clamp stage of an output step: v -> clip(floor((v*mult + rnd) / 2^shift), lo, hi)."""
+    mult: np.ndarray  # int64, one per output channel
+    shift: int
+    lo: int
+    hi: int
+    requant: bool  # a requant was absorbed (at most one per stage, before any clamp)
+
+    @staticmethod
+    def identity(channels: int) -> "Stage":
+        return Stage(np.ones(channels, np.int64), 0, OPEN_LO, OPEN_HI, False)
+
+
+@dataclass(frozen=True)
+class FusionContext:
+    planner: "Planner"
+    shape: tuple[int, ...]  # the MAC output's per-sample shape
+    channel_axis: int
+
+    def residual_of(self, node, reads: str) -> str | None:
+        """The other operand of an add when it is an activation of the MAC output's shape."""
+        other = node.inputs[1] if node.inputs[0] == reads else node.inputs[0]
+        p = self.planner
+        if other == reads or p.const(other) is not None or p.analysis.tensors[other].shape != self.shape:
+            return None
+        return other
+
+
+def _absorb_requant(ctx: FusionContext, st: Stage, node, a) -> Stage | None:
+    """A requant opens a stage (per tensor, or per channel along the MAC's channel axis)."""
+    if st.requant or (st.lo, st.hi) != (OPEN_LO, OPEN_HI):
+        return None
+    m = ctx.planner.const(node.inputs[1]).astype(np.int64)
+    if m.shape[0] != 1 and a["axis"] != ctx.channel_axis:
+        return None
+    lim = bits_max(a["bits"])
+    return Stage(np.broadcast_to(m, st.mult.shape).copy(), a["shift"], -lim, lim, True)
+
+
+def _absorb_clamp(ctx: FusionContext, st: Stage, node, a) -> Stage:
+    lo, hi = (0, OPEN_HI) if node.op == "relu" else (a["lo"], a["hi"])
+    return replace(st, **dict(zip(("lo", "hi"), fold_clamp(st.lo, st.hi, lo, hi))))
+
+
+FUSION = {"requant": _absorb_requant, "relu": _absorb_clamp, "clip": _absorb_clamp}  # op -> absorb into a stage
 
 
 def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dict,
@@ -176,15 +234,14 @@ def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dic
     """Lower every node; returns the planner (values and steps) and graph output -> stored tensor.
     `lowerings` and `refused` (why an op is not lowered) are keyed by (opset, op)."""
     p = Planner(graph, analysis, isa, pool)
-    skip: set[int] = set()
     for i, (node, attrs) in enumerate(zip(graph.nodes, analysis.attrs)):
-        if i not in skip:
+        if i not in p.claimed:
             lower = lowerings.get((graph.opset, node.op))
             if lower is None:
                 why = (refused or {}).get((graph.opset, node.op), "no lowering")
                 raise NotImplementedError(f"the numba backend does not run op {node.op!r} of opset {graph.opset}: {why}")
-            skip.update(lower(p, i, node, attrs) or ())
-        for emit in p.deferred.pop(i, []):
-            emit()
+            lower(p, i, node, attrs)
+        for group in p.due.pop(i, []):
+            group.emit()
     outputs = {name: p.in_layout(name, C) for name in graph.outputs}
     return p, outputs

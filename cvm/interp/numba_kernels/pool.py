@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from numba import njit
 
+from .kargs import DH, DW, KH, KW, PL, PT, SH, SW
+
 
 @njit(cache=True, nogil=True)
 def max_pool_nhwc(x, out, geo, r0, r1):
-    """Output rows r0..r1, a row being (n, i) = divmod(row, OH). geo: kh, kw, sh, sw, dh, dw, pt, pl."""
-    kh, kw, sh, sw, dh, dw, pt, pl = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
+    """Output rows r0..r1, a row being (n, i) = divmod(row, OH). geo: kargs.WINDOW."""
+    kh, kw, sh, sw, dh, dw, pt, pl = geo[KH], geo[KW], geo[SH], geo[SW], geo[DH], geo[DW], geo[PT], geo[PL]
     _, h, w, c = x.shape
     oh, ow = out.shape[1], out.shape[2]
     for r in range(r0, r1):

@@ -23,6 +23,8 @@ import numpy as np
 from numba import njit
 
 from .conv import out_rows
+from .kargs import V_C, V_CG, V_GROUPS, V_HP, V_OG, V_OH, V_OW, V_SEG4, V_SH, V_SW, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE, V_WP, \
+    VGEO, pack
 from .simd import dpbusd, vbroadcast4, vload, vstore
 
 BLOCK_ROWS = 32  # output pixels per block: the unit of work split between threads
@@ -52,7 +54,7 @@ def to_padded_u8(x, xp, pt, pl, r0, r1):
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _tile_4x2(xp, a0, a1, a2, a3, geo, wp, wbase, ldw, bias, n0, s, sbase, lds):
-    useg, vseg, seg4, ustride, vstride = geo[14], geo[15], geo[16], geo[17], geo[18]
+    useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
     c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
     c10, c11, c20, c21, c30, c31 = c00, c01, c00, c01, c00, c01
     w0 = wbase
@@ -84,7 +86,7 @@ def _tile_4x2(xp, a0, a1, a2, a3, geo, wp, wbase, ldw, bias, n0, s, sbase, lds):
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _pixel_bases(p0, count, geo, bases):
     """bases[t] = offset in the padded input of output pixel p0 + t's first tap (group 0)."""
-    sh, sw, oh, ow, hp, wpd, ctot = geo[2], geo[3], geo[9], geo[10], geo[11], geo[12], geo[13]
+    sh, sw, oh, ow, hp, wpd, ctot = geo[V_SH], geo[V_SW], geo[V_OH], geo[V_OW], geo[V_HP], geo[V_WP], geo[V_C]
     n, rest = p0 // (oh * ow), p0 % (oh * ow)
     i, j = rest // ow, rest % ow
     for t in range(count):
@@ -103,7 +105,7 @@ def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
     int64; ost, res: the output step (conv.out_rows); out: (N*OH*OW, groups*og), rows are output
     pixels (channels-last)."""
     rows = out.shape[0]
-    groups, cg, og = geo[6], geo[7], geo[8]
+    groups, cg, og = geo[V_GROUPS], geo[V_CG], geo[V_OG]
     lds = bias.shape[1]
     nv = lds // 16
     ldw = wp.shape[1] // nv
@@ -133,7 +135,7 @@ def panels(og: int) -> int:
 def pack_weights(w: np.ndarray, geo: np.ndarray) -> np.ndarray:
     """w: (groups, og, kh, kw, cg) int -> (groups, nv*16*kp) int8 in the panel layout above."""
     g, og = w.shape[:2]
-    useg, vseg, seg4 = (int(v) for v in geo[14:17])
+    useg, vseg, seg4 = (int(geo[i]) for i in (V_USEG, V_VSEG, V_SEG4))
     runs = w.reshape(g, og, useg, vseg, -1)
     nv = panels(og)
     full = np.zeros((g, nv * 16, useg, vseg, 4 * seg4), np.int8)
@@ -158,8 +160,8 @@ def packed_weight_bytes(groups, og, kh, kw, dw, cg) -> int:
 def geometry(kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp) -> np.ndarray:
     c = groups * cg
     useg, vseg, run = runs(kh, kw, dw, groups, cg)
-    return np.array([kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp, c,
-                     useg, vseg, (run + 3) // 4, dh * wp * c, dw * c], np.int64)
+    return pack(VGEO, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, groups=groups, cg=cg, og=og, oh=oh, ow=ow,
+                hp=hp, wp=wp, c=c, useg=useg, vseg=vseg, seg4=(run + 3) // 4, ustride=dh * wp * c, vstride=dw * c)
 
 
 SLACK = 4  # bytes after the padded input: a run's last 4-byte read may pass its end
