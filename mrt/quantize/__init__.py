@@ -5,6 +5,7 @@ import numpy as np
 
 import cvm
 from mrt.quantize.config import TARGETS, QuantConfig, config_for
+from mrt.quantize.axes import per_sample
 from mrt.quantize.rules import RULES
 from cvm.arith import bits_max
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
@@ -35,7 +36,7 @@ def quantize(graph, thresholds: dict[str, float], config: QuantConfig, meta: dic
         if rule is None:
             raise QuantizeError(f"node {node.name!r}: op {node.op!r} has no quantization rule "
                                 f"(supported: {sorted(RULES)})")
-        qz.q[node.outputs[0]] = rule(qz, node)
+        qz.q[node.outputs[0]] = rule(qz, per_sample(node))
     outputs, output_scales = [], {}
     for fname in graph.outputs:
         scale = qz.scale_of(fname, config.output_bits)

@@ -1,5 +1,6 @@
 """One quantization rule per float op: read the inputs' integer tensors, emit cvm nodes, record
-the output's integer tensor and scale. Axes in float attributes count the batch axis; cvm's don't."""
+the output's integer tensor and scale. A rule sees its node's axes already per sample (CVM's
+convention): mrt.quantize.axes converts them before the rule runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,10 +12,6 @@ from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
 def _const(qz: Quantizer, name: str):
     return qz.fgraph.initializers.get(name)
-
-
-def _per_sample(axes) -> list[int]:
-    return [int(a) - 1 for a in axes]
 
 
 def _node_name(node) -> str:
@@ -168,7 +165,7 @@ LUT_FUNCTIONS = {
 
 def softmax(qz, node):
     """Integer softmax: lookup of exp(x - max) (2^EXP_BITS scale), sum, integer division."""
-    axis = node.attrs["axis"] - 1
+    axis = node.attrs["axis"]
     t = qz.narrow(node.inputs[0])
     m = bits_max(qz.cfg.bits)
     exp_bits, prob_bits = 12, qz.cfg.output_bits - 1
@@ -207,7 +204,7 @@ def sum_pool(qz, node):
 
 def sum_(qz, node):
     t = qz.narrow(node.inputs[0])
-    out = qz.op("sum", t.name, axes=_per_sample(node.attrs["axes"]), keepdims=int(node.attrs["keepdims"]),
+    out = qz.op("sum", t.name, axes=list(node.attrs["axes"]), keepdims=int(node.attrs["keepdims"]),
                   name=_node_name(node))
     return QT(out, t.scale)
 
@@ -226,16 +223,15 @@ def _passthrough(cvm_op, attrs_fn):
 
 def pad(qz, node):
     t = qz.narrow(node.inputs[0])
-    pads, r = list(node.attrs["pads"]), len(node.attrs["pads"]) // 2
     value = int(np.clip(np.round(node.attrs["value"] / float(t.scale)), -bits_max(qz.cfg.bits), bits_max(qz.cfg.bits)))
-    out = qz.op("pad", t.name, pads=pads[1:r] + pads[r + 1:], value=value, name=_node_name(node))
+    out = qz.op("pad", t.name, pads=list(node.attrs["pads"]), value=value, name=_node_name(node))
     return QT(out, t.scale, None, True)
 
 
 def concat(qz, node):
     scale = qz.scale_of(node.outputs[0])
     parts = [qz.rescale_to(i, scale, f"{_node_name(node)}.in{k}").name for k, i in enumerate(node.inputs)]
-    out = qz.op("concat", *parts, axis=node.attrs["axis"] - 1, name=_node_name(node))
+    out = qz.op("concat", *parts, axis=node.attrs["axis"], name=_node_name(node))
     return QT(out, np.asarray(scale), None, True)
 
 
@@ -247,6 +243,6 @@ RULES = {
     "max_pool": max_pool, "sum_pool": sum_pool, "sum": sum_,
     "flatten": _passthrough("flatten", lambda a: {}),
     "reshape": _passthrough("reshape", lambda a: {"shape": list(a["shape"])}),
-    "transpose": _passthrough("transpose", lambda a: {"perm": [p - 1 for p in a["perm"][1:]]}),
+    "transpose": _passthrough("transpose", lambda a: {"perm": list(a["perm"])}),
     "pad": pad, "concat": concat,
 }
