@@ -18,10 +18,16 @@ def _pct(v):
 def cmd_convert(args) -> int:
     from mrt.pipeline import convert
     model = convert(args.model, args.calib, target=args.target, bits=args.bits,
-                    calibration_method=args.calibration, softmax=args.softmax)
+                    calibration_method=args.calibration, softmax=args.softmax, dump=args.dump)
     model.save(args.output)
     print(f"wrote {args.output}: hash {model.hash_hex}, {len(model.graph.nodes)} nodes, gas {model.gas}, "
           f"largest accumulator {model.analysis.max_accumulator_bits} bits")
+    return 0
+
+
+def cmd_stages(args) -> int:
+    from mrt.pipeline import describe
+    print(describe())
     return 0
 
 
@@ -59,7 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", choices=["absmax", "percentile", "entropy"], default="absmax")
     s.add_argument("--softmax", choices=["client", "integer"], default="client",
                    help="a final softmax (or sigmoid): left to the client (default) or computed in integers")
+    s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`)")
     s.set_defaults(func=cmd_convert)
+    s = sub.add_parser("stages", help="list the conversion's stages in order")
+    s.set_defaults(func=cmd_stages)
     s = sub.add_parser("eval", help="float vs integer accuracy and agreement")
     s.add_argument("model")
     s.add_argument("cvm")

@@ -1,11 +1,14 @@
-"""convert(onnx, calibration data, target) -> cvm.Model: the named list of stages, in order.
+"""convert(onnx, calibration data, target) -> cvm.Model: CONVERSION, the named list of stages, in order
+(`describe()` prints it, `mrt stages` too):
 
-    import -> rewrite passes -> (drop the final softmax) -> calibrate -> quantize (+ MAC splits) -> verify
+    import -> passes -> output_transform -> calibrate -> quantize (+ MAC splits) -> verify
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from eth_hash.auto import keccak
@@ -14,10 +17,8 @@ import cvm
 from mrt.calibrate import calibrate, data_hash
 from mrt.errors import BadInput
 from mrt.onnx_import import import_onnx
-from mrt.quantize import config_for, quantize
-
-STAGES = ("import", "passes", "output_transform", "calibrate", "quantize")
-
+from mrt.passes import DEFAULT_PIPELINE, dumper, run_pipeline, strip_output_transform
+from mrt.quantize import config_for, emit, verify
 
 def load_data(data, graph) -> dict[str, np.ndarray]:
     """Calibration data as {input name: float32 array}: an array, a dict, or an .npz path
@@ -58,57 +59,132 @@ def _calibration_array(name: str, a) -> np.ndarray:
     return a
 
 
-OUTPUT_TRANSFORMS = ("softmax", "sigmoid")
+@dataclass(frozen=True)
+class Options:
+    """What the caller chose (convert's keyword arguments)."""
+    target: str = "cvm"
+    bits: int | None = None
+    calibration_method: str = "absmax"
+    softmax: str = "client"
+    batch_size: int = 64
+    progress: bool = True
+    per_feature_inputs: bool = True
+    overrides: dict = field(default_factory=dict)
 
 
-def strip_output_softmax(graph):
-    """Drop a softmax or sigmoid that produces a graph output: both are monotone, so the top-1
-    class is unchanged, and the client applies them to the dequantized logits if it wants them."""
-    from mrt.graph import Graph
-    outputs, dropped = list(graph.outputs), []
-    nodes = list(graph.nodes)
-    for node in list(nodes):
-        if node.op in OUTPUT_TRANSFORMS and node.outputs[0] in outputs and len(graph.consumers(node.outputs[0])) == 0:
-            outputs[outputs.index(node.outputs[0])] = node.inputs[0]
-            nodes.remove(node)
-            dropped.append(node.op)
-    if not dropped:
-        return graph, []
-    return Graph(graph.inputs, outputs, graph.initializers, nodes, graph.name), dropped
+@dataclass
+class Conversion:
+    """What the stages hand on: each stage reads what earlier ones filled in and adds its part."""
+    source: object  # the ONNX model: a path, bytes or an onnx.ModelProto
+    calibration: object
+    options: Options
+    source_bytes: bytes = b""
+    graph: object = None  # the float IR (mrt.graph.Graph)
+    dropped: list = field(default_factory=list)  # output transforms left to the client
+    data: dict = field(default_factory=dict)  # calibration arrays by input name
+    thresholds: dict = field(default_factory=dict)
+    emitted: tuple | None = None  # (integer cvm.Graph, metadata), before whole-graph verification
+    model: cvm.Model | None = None
+
+
+def _import(c: Conversion):
+    src = c.source
+    c.source_bytes = (Path(src).read_bytes() if isinstance(src, (str, os.PathLike))
+                      else src if isinstance(src, bytes) else src.SerializeToString())
+    c.graph = import_onnx(_onnx_from_bytes(src) if isinstance(src, bytes) else src)
+    return c.graph
+
+
+def _passes(c: Conversion, dump=None):
+    c.graph = run_pipeline(c.graph, DEFAULT_PIPELINE, dump=dump)
+    return c.graph
+
+
+def _output_transform(c: Conversion):
+    if c.options.softmax == "client":
+        c.graph, c.dropped = strip_output_transform(c.graph)
+    return c.graph
+
+
+def _calibrate(c: Conversion):
+    o = c.options
+    c.data = load_data(c.calibration, c.graph)
+    c.thresholds = calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size,
+                             progress=o.progress)
+    return "\n".join(f"{name}: {float(t):.6g}" for name, t in c.thresholds.items())
+
+
+def _quantize(c: Conversion):
+    o = c.options
+    features = {s.name: np.abs(c.data[s.name]).max(axis=0) for s in c.graph.inputs
+                if len(s.shape) == 1 and o.per_feature_inputs}
+    c.emitted = emit(c.graph, c.thresholds, _config(o), _meta(c), feature_thresholds=features)
+    return c.emitted[0]
+
+
+def _verify(c: Conversion):
+    c.model = verify(c.emitted, _config(c.options))
+    m = c.model
+    return (f"hash {m.hash_hex}\ngas {m.gas} per sample\nnodes {len(m.graph.nodes)}\n"
+            f"largest accumulator {m.analysis.max_accumulator_bits} bits")
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable  # (Conversion) -> what the dump hook shows after it
+    doc: str
+
+
+CONVERSION = (
+    Stage("import", _import, "ONNX -> float IR, shapes per sample (mrt.onnx_import)"),
+    Stage("passes", _passes, "float rewrites: DEFAULT_PIPELINE (mrt.passes)"),
+    Stage("output_transform", _output_transform, "drop an output softmax/sigmoid when softmax='client'"),
+    Stage("calibrate", _calibrate, "float run over the calibration data -> a threshold per tensor"),
+    Stage("quantize", _quantize, "one rule per float op -> integer nodes, MAC splits to the accumulator budget"),
+    Stage("verify", _verify, "the whole graph verified; accumulators proven within the target's budget"),
+)
+
+
+def describe() -> str:
+    """The conversion's stages, in order, one line each."""
+    return "\n".join(f"{i}. {s.name:<17} {s.doc}" for i, s in enumerate(CONVERSION, 1))
+
+
+def _config(o: Options):
+    return config_for(o.target, bits=o.bits, softmax=o.softmax, **o.overrides)
+
+
+def _meta(c: Conversion) -> dict:
+    src, o = c.source, c.options
+    meta = {
+        "calibration_hash": data_hash(c.data),
+        "calibration": {"method": o.calibration_method, "samples": int(len(next(iter(c.data.values()))))},
+        "provenance": {"tool": "mrt", "source": str(src) if isinstance(src, (str, os.PathLike)) else "<onnx>",
+                       "onnx_keccak256": "0x" + keccak(c.source_bytes).hex(), "target": o.target},
+    }
+    if c.dropped:
+        meta["output_transform"] = c.dropped[0] if len(set(c.dropped)) == 1 else c.dropped
+    return meta
 
 
 def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
             calibration_method: str = "absmax", softmax: str = "client", batch_size: int = 64,
-            progress: bool = True, per_feature_inputs: bool = True, **overrides) -> cvm.Model:
-    """Convert an ONNX model (path, bytes or onnx.ModelProto) into a verified integer cvm.Model."""
-    from mrt.passes import DEFAULT_PIPELINE, run_pipeline
-
-    source = model
-    if isinstance(model, (str, os.PathLike)):
-        model_bytes = Path(model).read_bytes()
-    elif isinstance(model, bytes):
-        model_bytes = model
-    else:
-        model_bytes = model.SerializeToString()
-    graph = import_onnx(model if not isinstance(model, bytes) else _onnx_from_bytes(model))
-    graph = run_pipeline(graph, DEFAULT_PIPELINE)
-    dropped = []
-    if softmax == "client":
-        graph, dropped = strip_output_softmax(graph)
-    data = load_data(calibration, graph)
-    thresholds = calibrate(graph, data, method=calibration_method, batch_size=batch_size, progress=progress)
-    config = config_for(target, bits=bits, softmax=softmax, **overrides)
-    meta = {
-        "calibration_hash": data_hash(data),
-        "calibration": {"method": calibration_method, "samples": int(len(next(iter(data.values()))))},
-        "provenance": {"tool": "mrt", "source": str(source) if isinstance(source, (str, os.PathLike)) else "<onnx>",
-                       "onnx_keccak256": "0x" + keccak(model_bytes).hex(), "target": target},
-    }
-    if dropped:
-        meta["output_transform"] = dropped[0] if len(set(dropped)) == 1 else dropped
-    features = {s.name: np.abs(data[s.name]).max(axis=0) for s in graph.inputs
-                if len(s.shape) == 1 and per_feature_inputs}
-    return quantize(graph, thresholds, config, meta, feature_thresholds=features)
+            progress: bool = True, per_feature_inputs: bool = True, dump=None, **overrides) -> cvm.Model:
+    """Convert an ONNX model (path, bytes or onnx.ModelProto) into a verified integer cvm.Model by
+    running CONVERSION's stages in order. dump (as mrt.passes.run_pipeline's): None, True to print
+    what each stage produced, a directory for one NN_stage.txt each (the passes' own stages go in
+    its passes/ folder), or a callable(number, name, printable)."""
+    c = Conversion(model, calibration, Options(target, bits, calibration_method, softmax, batch_size, progress,
+                                               per_feature_inputs, overrides))
+    show = dumper(dump)
+    for number, stage in enumerate(CONVERSION, 1):
+        if stage.run is _passes and isinstance(dump, (str, os.PathLike)):
+            out = _passes(c, dump=Path(dump) / "passes")
+        else:
+            out = stage.run(c)
+        show(number, stage.name, out)
+    return c.model
 
 
 def _onnx_from_bytes(data: bytes):

@@ -1,6 +1,7 @@
-"""Float graph rewrite passes. Each is a pure function Graph -> Graph in its own module, with
-a NAME; DEFAULT_PIPELINE is the ordered sequence the converter runs, and run_pipeline runs any
-such sequence, optionally dumping the graph after every stage for inspection and diffing."""
+"""Float graph rewrite passes. Each is a pure function Graph -> Graph in its own module, named in
+DEFAULT_PIPELINE, the ordered sequence the converter runs; run_pipeline runs any such sequence,
+optionally dumping the graph after every stage for inspection and diffing (`dumper`, which the
+converter's own stages use too)."""
 import os
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from mrt.passes.fold_input_affine import fold_input_affine
 from mrt.passes.remove_identity import remove_identity
 from mrt.passes.rewrite_avg_pool import rewrite_avg_pool
 from mrt.passes.rewrite_global_avg_pool import rewrite_global_avg_pool
+from mrt.passes.strip_output_transform import strip_output_transform
 
 # Identities go first so that nothing hides a batch_norm or a scale from its conv/dense;
 # fold_constants runs before fold_batchnorm (conv -> mul -> bn) and after it (conv -> bn -> mul).
@@ -24,7 +26,9 @@ DEFAULT_PIPELINE = (
 )
 
 
-def _dumper(dump):
+def dumper(dump):
+    """The dump hook: (stage number, name, printable) -> None, from None, True (print), a directory
+    (one NN_name.txt per stage) or a callable."""
     if dump is None or dump is False:
         return lambda stage, name, graph: None
     if dump is True:
@@ -43,7 +47,7 @@ def run_pipeline(graph, passes=DEFAULT_PIPELINE, dump=None):
     """Run (name, fn) passes in order and return the final graph. dump: None; True to print
     each stage; a directory to write NN_name.txt per stage; or a callable(stage, name, graph).
     Stage 0 is the input graph ("input")."""
-    emit = _dumper(dump)
+    emit = dumper(dump)
     emit(0, "input", graph)
     for stage, (name, fn) in enumerate(passes, start=1):
         graph = fn(graph)
@@ -51,5 +55,5 @@ def run_pipeline(graph, passes=DEFAULT_PIPELINE, dump=None):
     return graph
 
 
-__all__ = ["DEFAULT_PIPELINE", "run_pipeline", "fold_batchnorm", "fold_constants",
-           "remove_identity", "rewrite_avg_pool", "rewrite_global_avg_pool"]
+__all__ = ["DEFAULT_PIPELINE", "run_pipeline", "dumper", "fold_batchnorm", "fold_constants",
+           "remove_identity", "rewrite_avg_pool", "rewrite_global_avg_pool", "strip_output_transform"]

@@ -11,8 +11,6 @@ import numpy as np
 from mrt.graph import Node
 from mrt.passes.rewrite import Constants, channel_axis, rebuild, sole_consumer
 
-NAME = "fold_batchnorm"
-
 
 def _affine(graph, bn):
     scale, bias, mean, var = (graph.initializers[i].astype(np.float64) for i in bn.inputs[1:])

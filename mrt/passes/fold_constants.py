@@ -14,8 +14,6 @@ from mrt.float_ops import OPS
 from mrt.graph import Node
 from mrt.passes.rewrite import Constants, channel_axis, channel_vector, rebuild, sole_consumer
 
-NAME = "fold_constants"
-
 
 def _evaluate_one(graph):
     for node in graph.nodes:

@@ -9,8 +9,6 @@ import dataclasses
 
 import numpy as np
 
-NAME = "fold_input_affine"
-
 
 def _feature_vector(value: np.ndarray, k: int) -> np.ndarray | None:
     """The constant as a length-k vector along the last axis, or None if it varies elsewhere."""

@@ -6,7 +6,7 @@ input is renamed to it instead, so graph output names survive; an identity from 
 """
 from mrt.passes.rewrite import rebuild, rename
 
-NAME = "remove_identity"
+
 IDENTITY_OPS = ("identity", "dropout")
 
 

@@ -9,8 +9,6 @@ from mrt.float_ops.pool import with_end_pads
 from mrt.graph import Node
 from mrt.passes.rewrite import Constants, rebuild
 
-NAME = "rewrite_avg_pool"
-
 
 def rewrite_avg_pool(graph):
     consts = Constants(graph)

@@ -7,8 +7,6 @@ import numpy as np
 from mrt.graph import Node
 from mrt.passes.rewrite import Constants, rebuild
 
-NAME = "rewrite_global_avg_pool"
-
 
 def rewrite_global_avg_pool(graph):
     consts = Constants(graph)

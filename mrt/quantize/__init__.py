@@ -10,13 +10,20 @@ from mrt.quantize.rules import RULES
 from cvm.arith import bits_max
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
-__all__ = ["QuantConfig", "QuantizeError", "TARGETS", "config_for", "quantize"]
+__all__ = ["QuantConfig", "QuantizeError", "TARGETS", "config_for", "quantize", "emit", "verify"]
 
 
 def quantize(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | None = None,
              feature_thresholds: dict[str, np.ndarray] | None = None) -> cvm.Model:
-    """`feature_thresholds`: per-feature ranges of 1-D inputs (tabular data), which then get one
-    scale per feature instead of one per tensor."""
+    """The quantize and verify stages together: the integer model, verified."""
+    return verify(emit(graph, thresholds, config, meta, feature_thresholds), config)
+
+
+def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | None = None,
+         feature_thresholds: dict[str, np.ndarray] | None = None) -> tuple[cvm.Graph, dict]:
+    """The integer graph (MAC splits included) and its metadata, not yet verified as a whole (each
+    node was, as it was emitted). `feature_thresholds`: per-feature ranges of 1-D inputs (tabular
+    data), which then get one scale per feature instead of one per tensor."""
     qz = Quantizer(graph, thresholds, config)
     input_scales = {}
     for spec in graph.inputs:
@@ -48,7 +55,13 @@ def quantize(graph, thresholds: dict[str, float], config: QuantConfig, meta: dic
     meta = dict(meta or {})
     meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
                  "quantization": {k: v for k, v in vars(config).items()}})
-    model = qz.b.build(outputs, meta)
+    return qz.b.graph(outputs), meta
+
+
+def verify(emitted: tuple[cvm.Graph, dict], config: QuantConfig) -> cvm.Model:
+    """The verified model (cvm.Model verifies the whole graph), within the target's accumulator budget."""
+    graph, meta = emitted
+    model = cvm.Model(graph, meta)
     check_accumulators(model, config)
     return model
 
