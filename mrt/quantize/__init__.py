@@ -29,14 +29,14 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     for spec in graph.inputs:
         name = qz.fresh(spec.name)
         feat = (feature_thresholds or {}).get(spec.name)
-        qz.b.input(name, spec.shape, config.bits if feat is None else config.feature_input_bits)
+        qz.input(name, spec.shape, config.bits if feat is None else config.feature_input_bits)
         if feat is not None:
             scale = np.where(feat > 0, feat, 1.0).astype(np.float64) / bits_max(config.feature_input_bits)
-            qz.q[spec.name] = QT(name, scale, 0, False)
+            qz.q[spec.name] = QT(name=name, scale=scale, axis=0)
             input_scales[name] = scale.tolist()
         else:
             scale = qz.scale_of(spec.name)
-            qz.q[spec.name] = QT(name, np.asarray(scale), None, True)
+            qz.q[spec.name] = QT(name=name, scale=np.asarray(scale), narrow=True)
             input_scales[name] = scale
     for node in graph.nodes:
         rule = RULES.get(node.op)

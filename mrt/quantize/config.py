@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 TARGETS = ("cvm", "fhe")
 
@@ -17,6 +18,17 @@ class QuantConfig:
     lut_input_bits: int | None = None  # fhe: every table lookup's input fits this many bits
     add_extra_bits: int = 4  # extra precision of the common scale of an activation + activation
     softmax: str = "client"  # final softmax: "client" drops it (outputs logits), "integer" computes it
+
+    # Fixed choices of the rules, named here (class constants: not per conversion, not in the metadata)
+    softmax_exp_bits: ClassVar[int] = 12  # integer softmax: exp(x - max) tabulated at scale 2^-12
+    add_headroom_bits: ClassVar[int] = 2  # an add operand at the common scale: 2 bits over its calibrated range
+    bias_share: ClassVar[int] = 4  # a MAC's bias takes at most 1/4 of the accumulator budget
+
+    @property
+    def pre_rounding(self) -> str:
+        """The hook run before each rescale (mrt.quantize.prerounding.HOOKS): with a lookup budget
+        (the fhe target), a wider input is first rounded into it."""
+        return "none" if self.lut_input_bits is None else "lookup_budget"
 
     def __post_init__(self):
         if self.target not in TARGETS:

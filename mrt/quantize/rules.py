@@ -7,6 +7,7 @@ import numpy as np
 
 from mrt.quantize.split import emit_mac
 from cvm.arith import bits_max
+from cvm.limits import MAX_BITS
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
 
@@ -23,10 +24,10 @@ def _node_name(node) -> str:
 def _weights_and_bias(qz, w, b, x_scale):
     """Per-output-channel weights; the bias at the accumulator scale. A channel whose weights are
     tiny next to its bias gets a coarser weight scale, so its bias stays a small part of the
-    accumulator budget (a quarter of it)."""
+    accumulator budget (1 / bias_share of it)."""
     qw, sw = qz.weights(w, axis=0)
     if b is not None:
-        cap = bits_max(qz.cfg.acc_bits) // 4
+        cap = bits_max(qz.cfg.acc_bits) // qz.cfg.bias_share
         floor = np.abs(b).astype(np.float64) / (x_scale * cap)
         if np.any(floor > sw):
             qw, sw = qz.weights(w, axis=0, min_scale=floor)
@@ -44,7 +45,7 @@ def conv(qz, node):
     qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale))
     out, factor = emit_mac(qz, "conv2d", x.name, qw, qb, _node_name(node), strides=node.attrs["strides"],
                            pads=node.attrs["pads"], dilations=node.attrs["dilations"], groups=node.attrs["groups"])
-    return QT(out, acc_scale * factor, 0)
+    return QT(name=out, scale=acc_scale * factor, axis=0)
 
 
 def dense(qz, node):
@@ -58,7 +59,7 @@ def dense(qz, node):
         x = qz.narrow(node.inputs[0])
         qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale))
     out, factor = emit_mac(qz, "dense", x.name, qw, qb, _node_name(node))
-    return QT(out, acc_scale * factor, len(qz.fgraph.shapes[node.outputs[0]]) - 1)
+    return QT(name=out, scale=acc_scale * factor, axis=len(qz.fgraph.shapes[node.outputs[0]]) - 1)
 
 
 def matmul(qz, node):
@@ -66,7 +67,7 @@ def matmul(qz, node):
         raise QuantizeError(f"node {node.name!r}: matmul with a constant operand should be a dense layer")
     a, b = qz.narrow(node.inputs[0]), qz.narrow(node.inputs[1])
     out = qz.op("matmul", a.name, b.name, name=_node_name(node))
-    return QT(out, np.asarray(float(a.scale) * float(b.scale)))
+    return QT(name=out, scale=np.asarray(float(a.scale) * float(b.scale)))
 
 
 # ---------------------------------------------------------------- elementwise arithmetic
@@ -75,7 +76,7 @@ def _common(qz, node, fname, scale):
     """The activation `fname` rescaled to the common fine `scale` (wide bits, no clipping)."""
     t = qz.q[fname]
     need = int(np.ceil(float(qz.thr.get(fname, 0.0)) / scale)) + 1
-    bits = min(32, max(need, 1).bit_length() + 2)
+    bits = min(MAX_BITS, max(need, 1).bit_length() + qz.cfg.add_headroom_bits)
     return qz.requant(t, scale, bits, name=f"{_node_name(node)}.{fname}.q")
 
 
@@ -86,12 +87,12 @@ def add_sub(qz, node):
     ca, cb = _const(qz, a), _const(qz, b)
     if ca is None and cb is None:
         qa, qb = _common(qz, node, a, out_scale), _common(qz, node, b, out_scale)
-        return QT(qz.op(op, qa.name, qb.name, name=_node_name(node)), np.asarray(out_scale))
+        return QT(name=qz.op(op, qa.name, qb.name, name=_node_name(node)), scale=np.asarray(out_scale))
     act, const = (a, cb) if cb is not None else (b, ca)
     qa = _common(qz, node, act, out_scale)
-    qc = qz.b.const(np.round(const / out_scale).astype(np.int64), dtype="int32")
+    qc = qz.const(np.round(const / out_scale).astype(np.int64), dtype="int32")
     args = (qa.name, qc) if cb is not None else (qc, qa.name)
-    return QT(qz.op(op, *args, name=_node_name(node)), np.asarray(out_scale))
+    return QT(name=qz.op(op, *args, name=_node_name(node)), scale=np.asarray(out_scale))
 
 
 def mul(qz, node):
@@ -100,17 +101,17 @@ def mul(qz, node):
     if ca is None and cb is None:
         qa, qb = qz.narrow(a), qz.narrow(b)
         out = qz.op("mul", qa.name, qb.name, name=_node_name(node))
-        return QT(out, np.asarray(float(qa.scale) * float(qb.scale)))
+        return QT(name=out, scale=np.asarray(float(qa.scale) * float(qb.scale)))
     act, c = (a, cb) if cb is not None else (b, ca)
     t = qz.q[act]
     if c.size == 1 and float(c.reshape(())) > 0:  # a positive scalar is just a new scale
-        return QT(t.name, t.scale * float(c.reshape(())), t.axis, False)
+        return QT(name=t.name, scale=t.scale * float(c.reshape(())), axis=t.axis)
     t = qz.narrow(act)
     wmax = bits_max(qz.cfg.weight_bits)
     sc = float(np.abs(c).max()) / wmax or 1.0
-    qc = qz.b.const(np.round(c / sc).astype(np.int64))
+    qc = qz.const(np.round(c / sc).astype(np.int64))
     args = (t.name, qc) if cb is not None else (qc, t.name)
-    return QT(qz.op("mul", *args, name=_node_name(node)), np.asarray(float(t.scale) * sc))
+    return QT(name=qz.op("mul", *args, name=_node_name(node)), scale=np.asarray(float(t.scale) * sc))
 
 
 def div(qz, node):
@@ -119,7 +120,7 @@ def div(qz, node):
         raise QuantizeError(f"node {node.name!r}: division needs a non-zero constant divisor")
     t = qz.q[node.inputs[0]]
     if c.size == 1 and float(c.reshape(())) > 0:
-        return QT(t.name, t.scale / float(c.reshape(())), t.axis, False)
+        return QT(name=t.name, scale=t.scale / float(c.reshape(())), axis=t.axis)
     raise QuantizeError(f"node {node.name!r}: division by a non-scalar constant should be folded to mul")
 
 
@@ -127,7 +128,7 @@ def div(qz, node):
 
 def relu(qz, node):
     t = qz.narrow(node.inputs[0], target=node.outputs[0])
-    return QT(qz.op("relu", t.name, name=_node_name(node)), t.scale, None, True)
+    return QT(name=qz.op("relu", t.name, name=_node_name(node)), scale=t.scale, narrow=True)
 
 
 def clip(qz, node):
@@ -135,7 +136,7 @@ def clip(qz, node):
     s, m = float(t.scale), bits_max(qz.cfg.bits)
     lo = -m if node.attrs["min"] == -np.inf else int(np.clip(np.round(node.attrs["min"] / s), -m, m))
     hi = m if node.attrs["max"] == np.inf else int(np.clip(np.round(node.attrs["max"] / s), -m, m))
-    return QT(qz.op("clip", t.name, lo=lo, hi=hi, name=_node_name(node)), t.scale, None, True)
+    return QT(name=qz.op("clip", t.name, lo=lo, hi=hi, name=_node_name(node)), scale=t.scale, narrow=True)
 
 
 def _lut(fn):
@@ -146,8 +147,8 @@ def _lut(fn):
         values = fn(domain, **node.attrs)
         out_scale = qz.scale_of(node.outputs[0])
         table = np.clip(np.round(values / out_scale), -m, m).astype(np.int64)
-        out = qz.op("lut", t.name, qz.b.const(table), offset=-m, name=_node_name(node))
-        return QT(out, np.asarray(out_scale), None, True)
+        out = qz.op("lut", t.name, qz.const(table), offset=-m, name=_node_name(node))
+        return QT(name=out, scale=np.asarray(out_scale), narrow=True)
     return rule
 
 
@@ -164,22 +165,22 @@ LUT_FUNCTIONS = {
 
 
 def softmax(qz, node):
-    """Integer softmax: lookup of exp(x - max) (2^EXP_BITS scale), sum, integer division."""
+    """Integer softmax: lookup of exp(x - max) (scale 2^-softmax_exp_bits), sum, integer division."""
     axis = node.attrs["axis"]
     t = qz.narrow(node.inputs[0])
     m = bits_max(qz.cfg.bits)
-    exp_bits, prob_bits = 12, qz.cfg.output_bits - 1
+    exp_bits, prob_bits = qz.cfg.softmax_exp_bits, qz.cfg.output_bits - 1
     mx = qz.op("max", t.name, axes=[axis], keepdims=1, name=f"{_node_name(node)}.max")
     # x - max(x) is <= 0, but the bound analysis only knows [-2m, 2m]: the table covers that domain
     # (exp(0) for d > 0) and never holds 0, so the sum is proven >= 1 and the division is safe.
     d = qz.op("sub", t.name, mx, name=f"{_node_name(node)}.shifted")
     domain = np.minimum(np.arange(-2 * m, 2 * m + 1), 0) * float(t.scale)
     table = np.maximum(np.round(np.exp(domain) * 2 ** exp_bits), 1).astype(np.int64)
-    e = qz.op("lut", d, qz.b.const(table), offset=-2 * m, name=f"{_node_name(node)}.exp")
+    e = qz.op("lut", d, qz.const(table), offset=-2 * m, name=f"{_node_name(node)}.exp")
     total = qz.op("sum", e, axes=[axis], keepdims=1, name=f"{_node_name(node)}.sum")
-    num = qz.op("mul", e, qz.b.const([2 ** prob_bits], dtype="int32"), name=f"{_node_name(node)}.scaled")
+    num = qz.op("mul", e, qz.const([2 ** prob_bits], dtype="int32"), name=f"{_node_name(node)}.scaled")
     out = qz.op("div", num, total, name=_node_name(node))
-    return QT(out, np.asarray(2.0 ** -prob_bits), None, False)
+    return QT(name=out, scale=np.asarray(2.0 ** -prob_bits))
 
 
 # ---------------------------------------------------------------- pooling and reductions
@@ -189,24 +190,24 @@ def max_pool(qz, node):
     a = node.attrs
     out = qz.op("max_pool2d", t.name, kernel=a["kernel"], strides=a["strides"], pads=a["pads"],
                   dilations=a["dilations"], name=_node_name(node))
-    return QT(out, t.scale, None, True)
+    return QT(name=out, scale=t.scale, narrow=True)
 
 
 def sum_pool(qz, node):
     t = qz.narrow(node.inputs[0])
     a = node.attrs
     c = qz.shape_of(t.name)[0]
-    ones = qz.b.const(np.ones((c, 1) + tuple(a["kernel"]), np.int64), dtype="int8")
+    ones = qz.const(np.ones((c, 1) + tuple(a["kernel"]), np.int64), dtype="int8")
     out = qz.op("conv2d", t.name, ones, strides=a["strides"], pads=a["pads"], dilations=a["dilations"],
                   groups=c, name=_node_name(node))
-    return QT(out, t.scale)
+    return QT(name=out, scale=t.scale)
 
 
 def sum_(qz, node):
     t = qz.narrow(node.inputs[0])
     out = qz.op("sum", t.name, axes=list(node.attrs["axes"]), keepdims=int(node.attrs["keepdims"]),
                   name=_node_name(node))
-    return QT(out, t.scale)
+    return QT(name=out, scale=t.scale)
 
 
 # ---------------------------------------------------------------- layout
@@ -217,7 +218,7 @@ def _passthrough(cvm_op, attrs_fn):
         if t.per_channel:
             t = qz.narrow(node.inputs[0])
         out = qz.op(cvm_op, t.name, name=_node_name(node), **attrs_fn(node.attrs))
-        return QT(out, t.scale, None, t.narrow)
+        return QT(name=out, scale=t.scale, narrow=t.narrow)
     return rule
 
 
@@ -225,14 +226,14 @@ def pad(qz, node):
     t = qz.narrow(node.inputs[0])
     value = int(np.clip(np.round(node.attrs["value"] / float(t.scale)), -bits_max(qz.cfg.bits), bits_max(qz.cfg.bits)))
     out = qz.op("pad", t.name, pads=list(node.attrs["pads"]), value=value, name=_node_name(node))
-    return QT(out, t.scale, None, True)
+    return QT(name=out, scale=t.scale, narrow=True)
 
 
 def concat(qz, node):
     scale = qz.scale_of(node.outputs[0])
     parts = [qz.rescale_to(i, scale, f"{_node_name(node)}.in{k}").name for k, i in enumerate(node.inputs)]
     out = qz.op("concat", *parts, axis=node.attrs["axis"], name=_node_name(node))
-    return QT(out, np.asarray(scale), None, True)
+    return QT(name=out, scale=np.asarray(scale), narrow=True)
 
 
 RULES = {

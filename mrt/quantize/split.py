@@ -47,7 +47,7 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
     wdt = "int8" if qz.cfg.weight_bits <= 8 else "int16"
 
     def mac(inp, w, b, suffix):
-        args = [inp, qz.b.const(w, dtype=wdt)] + ([qz.b.const(b, dtype="int32")] if b is not None else [])
+        args = [inp, qz.const(w, dtype=wdt)] + ([qz.const(b, dtype="int32")] if b is not None else [])
         return qz.op("conv2d" if op != "dense" else "dense", *args, name=name + suffix, **attrs)
 
     if _reach(w2d, qb, lo, hi) <= limit:
@@ -68,7 +68,7 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
     while sum(abs(round_shift(p, shift)) + (1 if shift else 0) for p in bounds) > limit:
         shift += 1
     if shift:
-        one = qz.b.const([1], dtype="int32")
+        one = qz.const([1], dtype="int32")
         parts = [qz.op("requant", p, one, shift=shift, bits=qz.cfg.acc_bits, name=f"{p}.shift")
                  for p in parts]
     out = parts[0]

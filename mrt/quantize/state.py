@@ -2,7 +2,6 @@
 integer tensor that represents it and its scale (float value = integer * scale)."""
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -10,9 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 import cvm
-from cvm.arith import INT32_MAX, INT64_MAX, bits_max, round_shift
+from cvm.arith import INT32_MAX, INT64_MAX, bits_max
 from cvm.limits import MAX_SHIFT
-from cvm.verify import Verifier
+from mrt.quantize import prerounding
+from mrt.quantize.bounds import Bounds
 from mrt.errors import MrtError
 from mrt.quantize.config import QuantConfig
 
@@ -22,7 +22,7 @@ class QuantizeError(MrtError):
     """The float graph cannot be quantized as asked; the message names the node."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QT:
     """An integer tensor standing for a float one: value = q * scale (scale per tensor, or per
     channel along per-sample `axis`). `narrow` means: per tensor, at the activation bits."""
@@ -61,19 +61,36 @@ def choose_multiplier(ratio: np.ndarray, in_absmax: int) -> tuple[np.ndarray, in
 
 
 class Quantizer:
+    """The state of one quantization: the float graph and its thresholds, the integer graph being
+    emitted (`b`, through input/const/op), what the verifier proves about it (`bounds`, told about
+    each emitted item), and the integer tensor standing for each float one (`q`)."""
+
     def __init__(self, graph, thresholds: dict[str, float], config: QuantConfig):
         self.fgraph = graph
         self.thr = thresholds
         self.cfg = config
         self.b = cvm.GraphBuilder()
+        self.bounds = Bounds(self.b.opset)
         self.q: dict[str, QT] = {}
-        self._verifier = Verifier(self.b.opset)  # proves what was emitted so far, each item once
-        self._verified_inputs = self._verified_constants = 0
         self._names: set[str] = set()
 
+    # ---------------------------------------------------------------- emission
+
+    def input(self, name: str, shape, bits: int) -> str:
+        self.b.input(name, shape, bits)
+        self.bounds.admit_input(self.b.inputs[-1])
+        return name
+
+    def const(self, values, dtype=None) -> str:
+        name = self.b.const(values, dtype=dtype)
+        self.bounds.admit_constant(name, self.b.constants[name])
+        return name
+
     def op(self, op: str, *inputs: str, name: str, **attrs) -> str:
-        """Emit a cvm node under a valid, unique name derived from `name`."""
-        return self.b.op(op, *inputs, name=self.fresh(name), **attrs)
+        """Emit a cvm node under a valid, unique name derived from `name`; it is verified here."""
+        out = self.b.op(op, *inputs, name=self.fresh(name), **attrs)
+        self.bounds.admit_node(self.b.nodes[-1])
+        return out
 
     def fresh(self, hint: str) -> str:
         base = safe_name(hint)
@@ -90,46 +107,25 @@ class Quantizer:
         t = float(self.thr.get(fname, 0.0))
         return (t if t > 0 else 1.0) / bits_max(bits or self.cfg.bits)
 
-    def analysis(self) -> Verifier:
-        """The verifier's facts (bounds, shapes) on the graph built so far. The builder only
-        appends, so each new input, constant and node is verified once, when first needed."""
-        v = self._verifier
-        for inp in self.b.inputs[self._verified_inputs:]:
-            v.add_input(inp)
-        self._verified_inputs = len(self.b.inputs)
-        for name in itertools.islice(self.b.constants, self._verified_constants, None):
-            v.add_constant(name, self.b.constants[name])
-        self._verified_constants = len(self.b.constants)
-        for node in self.b.nodes[len(v.attrs):]:
-            v.add_node(node)
-        return v
-
     def interval(self, name: str) -> tuple[int, int]:
-        info = self.analysis().tensors[name]
-        return info.lo, info.hi
+        return self.bounds.interval(name)
+
+    def shape_of(self, name: str) -> tuple[int, ...]:
+        return self.bounds.shape(name)
 
     # ---------------------------------------------------------------- rescaling
 
     def requant(self, t: QT, scale_out: float, bits: int, name: str) -> QT:
-        """Rescale t to a per-tensor scale, clipped to `bits`. For the fhe target, an input wider
-        than the lookup budget is first reduced by an exact rounding shift (round_bit_pattern)."""
-        x, scale_in = t.name, t.scale
-        if self.cfg.lut_input_bits is not None:
-            lo, hi = self.interval(x)
-            lim, shift = bits_max(self.cfg.lut_input_bits), 0
-            while max(abs(round_shift(lo, shift)), abs(round_shift(hi, shift))) > lim:
-                shift += 1
-            if shift:
-                x = self.op("requant", x, self.b.const([1], dtype="int32"), shift=shift,
-                              bits=self.cfg.lut_input_bits, name=f"{name}.round")
-                scale_in = scale_in * 2.0 ** shift
+        """Rescale t to a per-tensor scale, clipped to `bits`, after the target's pre-rounding hook
+        (QuantConfig.pre_rounding: the fhe target first fits the input to its lookup budget)."""
+        x, scale_in = prerounding.HOOKS[self.cfg.pre_rounding](self, t.name, t.scale, name)
         lo, hi = self.interval(x)
         m, s = choose_multiplier(np.asarray(scale_in, np.float64) / scale_out, max(abs(lo), abs(hi)))
         attrs = {"shift": s, "bits": bits}
         if m.size > 1:
             attrs["axis"] = t.axis
-        out = self.op("requant", x, self.b.const(m, dtype="int32"), name=name, **attrs)
-        return QT(out, np.asarray(scale_out, np.float64), None, bits == self.cfg.bits)
+        out = self.op("requant", x, self.const(m, dtype="int32"), name=name, **attrs)
+        return QT(name=out, scale=np.asarray(scale_out, np.float64), narrow=bits == self.cfg.bits)
 
     def narrow(self, fname: str, target: str | None = None) -> QT:
         """The float tensor as a per-tensor integer at the activation bits. A wide tensor is
@@ -158,6 +154,3 @@ class Quantizer:
         shape[axis] = -1
         qw = np.clip(np.round(w / scale.reshape(shape)), -wmax, wmax).astype(np.int64)
         return qw, scale
-
-    def shape_of(self, name: str) -> tuple[int, ...]:
-        return self.analysis().tensors[name].shape
