@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -37,20 +38,28 @@ def cmd_eval(args) -> int:
     with np.load(args.data) as d:
         x, y = d["x"].astype(np.float32), (d["y"] if "y" in d.files else None)
     r = evaluate(args.model, model, x, y, backend=args.backend)
-    rows = [["float (onnx)", _pct(r.float_accuracy), "100.00%"],
-            ["cvm integer", _pct(r.int_accuracy), _pct(r.agreement)]]
+    rows = [["float (onnx)", _pct(r.float_accuracy), "100.00%", "1.0000"],
+            ["cvm integer", _pct(r.int_accuracy), _pct(r.agreement), f"{r.cosine:.4f}"]]
     if args.compare_ort:
         if not args.calib:
             raise ValueError("--compare-ort needs --calib CALIB.npz")
         with np.load(args.calib) as c:
             o = ort_int8_accuracy(args.model, c["x"].astype(np.float32), x, y)
-        rows.append(["onnxruntime int8 (QDQ u8s8 per-channel)", _pct(o["int_accuracy"]), _pct(o["agreement"])])
+        rows.append(["onnxruntime int8 (QDQ u8s8 per-channel)", _pct(o["int_accuracy"]), _pct(o["agreement"]),
+                     f"{o['cosine']:.4f}"])
     print(f"{r.n} samples")
-    print(table(["model", "top-1 accuracy", "top-1 agreement with float"], rows, "lrr"))
+    print(table(["model", "top-1 accuracy", "top-1 agreement with float", "cosine to float"], rows, "lrrr"))
     if r.layer_errors:
-        name, err = r.layer_errors[0]
-        print(f"largest error: {name} (relative L2 error {err:.4f})")
+        _report_layers(r.layer_errors, args.plot or Path(args.cvm).with_suffix(".layers.png"), Path(args.cvm).name)
     return 0
+
+
+def _report_layers(layers, plot_path, title: str) -> None:
+    from mrt.layer_report import plot, worst
+    print(f"per layer: {len(layers)} layers vs float (SQNR: higher is better)")
+    print(table(["worst layers", "SQNR (dB)", "relative L2"],
+                [[e.name, f"{e.sqnr_db:.1f}", f"{e.rel_l2:.4f}"] for e in worst(layers, 5)], "lrr"))
+    print(f"wrote {plot(layers, plot_path, title)}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calib", help="calibration data, for --compare-ort")
     s.add_argument("--compare-ort", action="store_true", help="also onnxruntime quantize_static int8")
     s.add_argument("--backend", default="numba", choices=["numba", "reference"])
+    s.add_argument("--plot", help="per-layer error plot (PNG; default: next to the .cvm, NAME.layers.png)")
     s.set_defaults(func=cmd_eval)
     return p
 

@@ -2,17 +2,18 @@
 same figures for onnxruntime's own static int8 quantization on the same data."""
 from __future__ import annotations
 
-import os
 import tempfile
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 import cvm
-from cvm.interp import reference
 from mrt.float_exec import run_float
+from mrt.layer_report import LayerError, layer_errors
 from mrt.onnx_import import import_onnx
+
+LAYER_SAMPLES = 256  # samples the per-layer comparison runs (the reference interpreter keeps every tensor)
 
 
 @dataclass
@@ -20,8 +21,28 @@ class EvalResult:
     n: int
     float_accuracy: float | None
     int_accuracy: float | None
-    agreement: float
-    layer_errors: list[tuple[str, float]]  # (float tensor, relative L2 error), worst first
+    agreement: float  # top-1 agreement with float
+    cosine: float  # mean cosine similarity of the outputs to float's
+    layer_errors: list[LayerError]  # every mapped tensor, in graph order (mrt.layer_report)
+
+
+def client_transform(meta: dict, y: np.ndarray) -> np.ndarray:
+    """What a client does with the dequantized outputs when the converter left it the final
+    softmax or sigmoid (meta.output_transform): so they compare with the float model's outputs."""
+    op = meta.get("output_transform")
+    if op == "softmax":
+        e = np.exp(y - y.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    if op == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-y))
+    return y
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over samples of the cosine similarity of the flattened outputs."""
+    a, b = a.reshape(len(a), -1).astype(np.float64), b.reshape(len(b), -1).astype(np.float64)
+    norms = np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-300)
+    return float(((a * b).sum(axis=1) / norms).mean())
 
 
 def _top1(y: np.ndarray) -> np.ndarray:
@@ -36,41 +57,14 @@ def evaluate(onnx_model, model: cvm.Model, x: np.ndarray, y: np.ndarray | None =
     xq = model.quantize_input(x)
     yq = model.run(xq, backend=backend)
     yq = yq if not isinstance(yq, dict) else next(iter(yq.values()))
-    int_out = model.dequantize_output(yq)
+    int_out = client_transform(model.meta, model.dequantize_output(yq))
     errors = []
     if layers and "tensor_map" in model.meta:
-        errors = layer_errors(model, x[:256])
+        from mrt.passes import DEFAULT_PIPELINE, run_pipeline
+        errors = layer_errors(model, x[:LAYER_SAMPLES], run_pipeline(graph, DEFAULT_PIPELINE))
     f1, i1 = _top1(float_out), _top1(int_out)
     acc = (lambda p: float((p == y).mean())) if y is not None else (lambda p: None)
-    return EvalResult(len(x), acc(f1), acc(i1), float((f1 == i1).mean()), errors)
-
-
-def layer_errors(model: cvm.Model, x: np.ndarray, graph=None) -> list[tuple[str, float]]:
-    """Relative L2 error of every mapped tensor: dequantized integer vs float."""
-    from mrt.passes import DEFAULT_PIPELINE, run_pipeline
-    tmap = model.meta["tensor_map"]
-    src = model.meta.get("provenance", {}).get("source")
-    if graph is None:
-        if not src or not os.path.exists(src):
-            return []
-        graph = run_pipeline(import_onnx(src), DEFAULT_PIPELINE)
-    _, fvals = run_float(graph, {graph.inputs[0].name: x}, capture=True)
-    ivals = reference.run(model.graph, model.analysis, {model.inputs[0].name: model.quantize_input(x)}, keep_all=True)
-    out = []
-    for fname, (iname, scale, axis) in tmap.items():
-        if fname not in fvals or iname not in ivals:
-            continue
-        q = ivals[iname].astype(np.float64)
-        s = np.asarray(scale, np.float64)
-        if s.size > 1:
-            shape = [1] * q.ndim
-            shape[axis + 1] = -1
-            s = s.reshape(shape)
-        f = fvals[fname].astype(np.float64)
-        if f.shape != q.shape:
-            continue
-        out.append((fname, float(np.linalg.norm(q * s - f) / max(np.linalg.norm(f), 1e-12))))
-    return sorted(out, key=lambda e: -e[1])
+    return EvalResult(len(x), acc(f1), acc(i1), float((f1 == i1).mean()), cosine(int_out, float_out), errors)
 
 
 def ort_int8_accuracy(onnx_path: str, calib: np.ndarray, x: np.ndarray, y: np.ndarray | None) -> dict:
@@ -92,4 +86,4 @@ def ort_int8_accuracy(onnx_path: str, calib: np.ndarray, x: np.ndarray, y: np.nd
     f1, q1 = _top1(fy), _top1(qy)
     return {"float_accuracy": None if y is None else float((f1 == y).mean()),
             "int_accuracy": None if y is None else float((q1 == y).mean()),
-            "agreement": float((f1 == q1).mean())}
+            "agreement": float((f1 == q1).mean()), "cosine": cosine(qy, fy)}
