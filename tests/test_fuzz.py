@@ -1,4 +1,4 @@
-"""Mutation fuzzing of .cvm files (cvm/fuzz.py, docs/fuzzing.md): fixed seeds, a few thousand cases,
+"""Mutation fuzzing of .cvm files (cvm/fuzz/, docs/fuzzing.md): fixed seeds, a few thousand cases,
 split by seed-model group so xdist runs the groups in parallel. The long run is `cvm fuzz`."""
 from __future__ import annotations
 
