@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True)
     s.add_argument("--target", choices=["cvm", "fhe"], default="cvm")
     s.add_argument("--bits", type=int, default=None, help="activation bits (default 8 for cvm, 6 for fhe)")
-    s.add_argument("--calibration", choices=["absmax", "percentile", "entropy"], default="absmax")
+    s.add_argument("--calibration", choices=["absmax", "percentile", "mse"], default="mse")
     s.add_argument("--softmax", choices=["client", "integer"], default="client",
                    help="a final softmax (or sigmoid): left to the client (default) or computed in integers")
     s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`)")

@@ -64,7 +64,7 @@ class Options:
     """What the caller chose (convert's keyword arguments)."""
     target: str = "cvm"
     bits: int | None = None
-    calibration_method: str = "absmax"
+    calibration_method: str = "mse"
     softmax: str = "client"
     batch_size: int = 64
     progress: bool = True
@@ -110,7 +110,7 @@ def _calibrate(c: Conversion):
     o = c.options
     c.data = load_data(c.calibration, c.graph)
     c.thresholds = calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size,
-                             progress=o.progress)
+                             bits=_config(o).bits, progress=o.progress)
     return "\n".join(f"{name}: {float(t):.6g}" for name, t in c.thresholds.items())
 
 
@@ -169,7 +169,7 @@ def _meta(c: Conversion) -> dict:
 
 
 def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
-            calibration_method: str = "absmax", softmax: str = "client", batch_size: int = 64,
+            calibration_method: str = "mse", softmax: str = "client", batch_size: int = 64,
             progress: bool = True, per_feature_inputs: bool = True, dump=None, **overrides) -> cvm.Model:
     """Convert an ONNX model (path, bytes or onnx.ModelProto) into a verified integer cvm.Model by
     running CONVERSION's stages in order. dump (as mrt.passes.run_pipeline's): None, True to print
