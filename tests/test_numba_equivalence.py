@@ -91,3 +91,27 @@ def test_large_conv_split_across_threads_matches_reference():
     inputs = {"x": rng.integers(-127, 128, (8, 32, 32, 32)).astype(np.int8)}
     for threads in (1, 2, 3):
         check(Case(model, inputs), threads=threads)
+
+
+@pytest.mark.parametrize("pads", [(0, 0, 0, 0), (1, 1, 1, 1), (2, 0, 1, 3)])
+def test_unsigned_activation_input_takes_vnni_and_matches_reference(pads):
+    """A conv reading a tensor proven in 0..255 (an unsigned activation: 9-bit requant, relu; stored
+    int16) runs the VNNI kernel with offset 0 where the host has it, bit for bit."""
+    import cvm
+    from cvm.interp.numba_kernels.layout import Value
+    from cvm.interp.numba_kernels.lower_mac import vnni_offset
+    rng = np.random.default_rng(11)
+    b = cvm.GraphBuilder()
+    x = b.input("x", (16, 9, 9), 12)
+    u = b.op("relu", b.op("requant", x, b.const([3]), shift=3, bits=9), name="u")
+    y = b.op("conv2d", u, b.const(rng.integers(-127, 128, (32, 16, 3, 3))), b.const(rng.integers(-999, 999, 32)),
+             pads=pads)
+    model = b.build(b.op("requant", y, b.const([1]), shift=10, bits=8))
+    assert model.analysis.tensors["u"].lo == 0 and model.analysis.tensors["u"].hi == 255
+    assert vnni_offset(Value((16, 9, 9), np.dtype(np.int16), 0, 255, "c")) == 0
+    assert vnni_offset(Value((16, 9, 9), np.dtype(np.int16), -1, 255, "c")) is None
+    inputs = {"x": rng.integers(-2047, 2048, (4, 16, 9, 9)).astype(np.int16)}
+    check(Case(model, inputs))
+    if "vnni" in ISAS:
+        runner = nb.prepare(model.graph, model.analysis, isa="vnni")
+        assert any("[vnni]" in str(s) for s in runner.plan.steps)

@@ -1,7 +1,8 @@
 """conv2d and dense -> one GEMM kernel call with the fused output step.
 
 Path per node, from the proven input interval and the actual weights and bias:
-  "vnni": int8 input, int8 weights, and bias' + any partial sum of (a + 128) * w fits int32, and the
+  "vnni": int8 input (or one proven in 0..255), int8 weights, and bias' + any partial sum of (a + z) * w
+          fits int32 (z = vnni_offset), and the
           padded input copy and packed weights are paid for (vnni_buffers_paid);
   "i32":  every partial sum (bias first, or not at all) fits int32: int16 or int32 operands;
   "i64":  direct convolution with int64 accumulation (any order is then exact);
@@ -55,9 +56,18 @@ def vnni_buffers_paid(geom: dict, g: int, og: int, cg: int) -> bool:
     return padded <= VNNI_PAD_FACTOR * paid and packed <= VNNI_PACK_FACTOR * paid
 
 
+def vnni_offset(x: Value) -> int | None:
+    """z with x + z in 0..255 for every value of x: 128 for int8, 0 for a tensor proven in 0..255 (an
+    unsigned activation, stored int16); None when the VNNI kernel cannot read x as uint8."""
+    if x.dtype == np.int8:
+        return 128
+    return 0 if 0 <= x.lo and x.hi <= 255 else None
+
+
 def choose_path(rows: np.ndarray, bias: np.ndarray, x: Value, isa: str, vnni_paid: bool = True) -> str:
-    if (isa == "vnni" and vnni_paid and x.dtype == np.int8 and rows.min() >= -128 and rows.max() <= 127
-            and partial_sums_fit_int32(rows, 0, 255, bias - 128 * rows.sum(axis=1))):
+    z = vnni_offset(x)
+    if (isa == "vnni" and vnni_paid and z is not None and rows.min() >= -128 and rows.max() <= 127
+            and partial_sums_fit_int32(rows, 0, 255, bias - z * rows.sum(axis=1))):
         return "vnni"
     if partial_sums_fit_int32(rows, min(x.lo, 0), max(x.hi, 0), bias):
         return "i32"
@@ -113,14 +123,15 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
     hp, wp = gm["h"] + gm["pt"] + gm["pb"], gm["w"] + gm["pl"] + gm["pr"]
     geo = vnni.geometry(kh, kw, gm["sh"], gm["sw"], gm["dh"], gm["dw"], g, cg, og, gm["oh"], gm["ow"], hp, wp)
     b = np.zeros((g, vnni.panels(og) * 16), np.int64)
-    b[:, :og] = (m.bias - 128 * m.rows.sum(axis=1)).reshape(g, og)
+    z = vnni_offset(m.x)
+    b[:, :og] = (m.bias - z * m.rows.sum(axis=1)).reshape(g, og)
     min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
 
     def first(x4):
         n = x4.shape[0]
         buf = np.empty(n * hp * wp * c + vnni.SLACK, np.uint8)
         xp = buf[:n * hp * wp * c].reshape(n, hp, wp * c)
-        pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * c), n * hp,
+        pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * c, z), n * hp,
                           min_pad_rows)
         return xp.reshape(n, hp, wp, c), [pad]
     return KernelCall(vnni.conv_vnni, (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail), geo,

@@ -1,8 +1,10 @@
 """int8 conv/dense on AVX-512 VNNI: vpdpbusd multiplies 4 uint8 by 4 int8 and adds them to an int32 lane.
 
-The input is first stored once as uint8 a + 128, padded: (N, H + pads, W + pads, C), borders 128
-(the uint8 form of 0). The planner folds -128 * sum_k w[n, k] into the bias, so the lanes end with
-the exact sum, and proved bias' + any partial sum of (a + 128) * w fits int32 (docs/performance.md).
+The input is first stored once as uint8 a + z, padded: (N, H + pads, W + pads, C), borders z (the
+uint8 form of 0), where z = 128 for an int8 input and z = 0 for an input proven in 0..255 (an
+unsigned activation, stored int16). The planner folds -z * sum_k w[n, k] into the bias, so the lanes
+end with the exact sum, and proved bias' + any partial sum of (a + z) * w fits int32
+(docs/performance.md).
 
 The GEMM reads that padded input in place (implicit im2col): the K values of an output pixel are
 kh runs of kw*C bytes (kh*kw runs of C/groups bytes when dilated or grouped). Runs are read 4 bytes
@@ -31,9 +33,9 @@ BLOCK_ROWS = 32  # output pixels per block: the unit of work split between threa
 
 
 @njit(cache=True, nogil=True)
-def to_padded_u8(x, xp, pt, pl, r0, r1):
-    """xp rows r0..r1 (row = n * HP + y + pt): x + 128 inside, 128 in the padding.
-    x: (N, H, W*C) int8; xp: (N, HP, WP*C) uint8; pl: left padding * C."""
+def to_padded_u8(x, xp, pt, pl, z, r0, r1):
+    """xp rows r0..r1 (row = n * HP + y + pt): x + z inside, z in the padding (x + z in 0..255 proven).
+    x: (N, H, W*C) int8 (z = 128) or int16 (z = 0); xp: (N, HP, WP*C) uint8; pl: left padding * C."""
     _, h, wc = x.shape
     _, hp, wpc = xp.shape
     for r in range(r0, r1):
@@ -41,15 +43,15 @@ def to_padded_u8(x, xp, pt, pl, r0, r1):
         row = xp[n, r % hp]
         if y < 0 or y >= h:
             for i in range(wpc):
-                row[i] = 128
+                row[i] = z
             continue
         for i in range(pl):
-            row[i] = 128
+            row[i] = z
         for i in range(pl + wc, wpc):
-            row[i] = 128
+            row[i] = z
         src, dst = x[n, y], row[pl:pl + wc]
         for i in range(wc):
-            dst[i] = np.uint8(np.int32(src[i]) + 128)
+            dst[i] = np.uint8(np.int32(src[i]) + z)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -101,7 +103,7 @@ def _pixel_bases(p0, count, geo, bases):
 @njit(cache=True, nogil=True)
 def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
     """Output pixel blocks b0..b1. xp: padded uint8 input (to_padded_u8); wp: (groups, nv*16*kp) int8
-    packed; bias: (groups, nv*16) int32 with the -128*sum(w) term folded in; mult, mult2: (groups, og)
+    packed; bias: (groups, nv*16) int32 with the -z*sum(w) term folded in; mult, mult2: (groups, og)
     int64; ost, res: the output step (conv.out_rows); out: (N*OH*OW, groups*og), rows are output
     pixels (channels-last)."""
     rows = out.shape[0]
