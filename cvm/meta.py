@@ -47,6 +47,11 @@ def count(v, path: str) -> None:
         _fail(path, f"must be a non-negative integer, got {v!r}"[:200])
 
 
+def flag(v, path: str) -> None:
+    if not isinstance(v, bool):
+        _fail(path, f"must be true or false, got {_type_name(v)}")
+
+
 def optional_int(v, path: str) -> None:
     if v is not None and not (isinstance(v, int) and not isinstance(v, bool)):
         _fail(path, f"must be an integer or nil, got {_type_name(v)}")
@@ -125,6 +130,7 @@ def tensor_map_entry(v, path: str) -> None:
 QUANTIZATION = record({  # MRT's QuantConfig (tests/mrt check that every field of it is listed here)
     "target": text, "softmax": text, "bits": count, "weight_bits": count, "output_bits": count,
     "feature_input_bits": count, "acc_bits": count, "lut_input_bits": optional_int, "add_extra_bits": count,
+    "unsigned_activations": flag,
 })
 
 SCHEMA = record({

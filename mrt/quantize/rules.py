@@ -126,14 +126,32 @@ def div(qz, node):
 
 # ---------------------------------------------------------------- activations
 
+def _non_negative(qz, node) -> QT:
+    """The input of an op whose output is >= 0 (relu, a clip at 0 or above), rescaled to the output's
+    calibrated scale. With unsigned activations, a wide input is rescaled to bits + 1: after the op
+    it holds 0..2^bits - 1, a bits-wide unsigned range where a signed one would waste its sign bit
+    (stored int16; the numba backend reads it as uint8)."""
+    t = qz.q[node.inputs[0]]
+    if qz.cfg.unsigned_activations and not t.narrow:
+        bits = qz.cfg.bits + 1
+        return qz.requant(t, qz.scale_of(node.outputs[0], bits), bits, name=f"{t.name}.q")
+    return qz.narrow(node.inputs[0], target=node.outputs[0])
+
+
+def _reach(qz, t: QT) -> int:
+    """The largest magnitude t's integer values may take (its proven interval)."""
+    lo, hi = qz.interval(t.name)
+    return max(-lo, hi)
+
+
 def relu(qz, node):
-    t = qz.narrow(node.inputs[0], target=node.outputs[0])
+    t = _non_negative(qz, node)
     return QT(name=qz.op("relu", t.name, name=_node_name(node)), scale=t.scale, narrow=True)
 
 
 def clip(qz, node):
-    t = qz.narrow(node.inputs[0], target=node.outputs[0])
-    s, m = float(t.scale), bits_max(qz.cfg.bits)
+    t = _non_negative(qz, node) if node.attrs["min"] >= 0 else qz.narrow(node.inputs[0], target=node.outputs[0])
+    s, m = float(t.scale), _reach(qz, t)
     lo = -m if node.attrs["min"] == -np.inf else int(np.clip(np.round(node.attrs["min"] / s), -m, m))
     hi = m if node.attrs["max"] == np.inf else int(np.clip(np.round(node.attrs["max"] / s), -m, m))
     return QT(name=qz.op("clip", t.name, lo=lo, hi=hi, name=_node_name(node)), scale=t.scale, narrow=True)
@@ -143,11 +161,12 @@ def _lut(fn):
     def rule(qz, node):
         t = qz.narrow(node.inputs[0])
         m = bits_max(qz.cfg.bits)
-        domain = np.arange(-m, m + 1, dtype=np.float64) * float(t.scale)
+        lo, hi = qz.interval(t.name)  # the table covers what t may hold (0..2^bits - 1 when unsigned)
+        domain = np.arange(lo, hi + 1, dtype=np.float64) * float(t.scale)
         values = fn(domain, **node.attrs)
         out_scale = qz.scale_of(node.outputs[0])
         table = np.clip(np.round(values / out_scale), -m, m).astype(np.int64)
-        out = qz.op("lut", t.name, qz.const(table), offset=-m, name=_node_name(node))
+        out = qz.op("lut", t.name, qz.const(table), offset=lo, name=_node_name(node))
         return QT(name=out, scale=np.asarray(out_scale), narrow=True)
     return rule
 
@@ -168,15 +187,15 @@ def softmax(qz, node):
     """Integer softmax: lookup of exp(x - max) (scale 2^-softmax_exp_bits), sum, integer division."""
     axis = node.attrs["axis"]
     t = qz.narrow(node.inputs[0])
-    m = bits_max(qz.cfg.bits)
+    lo, hi = qz.interval(t.name)
     exp_bits, prob_bits = qz.cfg.softmax_exp_bits, qz.cfg.output_bits - 1
     mx = qz.op("max", t.name, axes=[axis], keepdims=1, name=f"{_node_name(node)}.max")
-    # x - max(x) is <= 0, but the bound analysis only knows [-2m, 2m]: the table covers that domain
+    # x - max(x) is <= 0, but the bound analysis only knows [lo - hi, hi - lo]: the table covers that domain
     # (exp(0) for d > 0) and never holds 0, so the sum is proven >= 1 and the division is safe.
     d = qz.op("sub", t.name, mx, name=f"{_node_name(node)}.shifted")
-    domain = np.minimum(np.arange(-2 * m, 2 * m + 1), 0) * float(t.scale)
+    domain = np.minimum(np.arange(lo - hi, hi - lo + 1), 0) * float(t.scale)
     table = np.maximum(np.round(np.exp(domain) * 2 ** exp_bits), 1).astype(np.int64)
-    e = qz.op("lut", d, qz.const(table), offset=-2 * m, name=f"{_node_name(node)}.exp")
+    e = qz.op("lut", d, qz.const(table), offset=lo - hi, name=f"{_node_name(node)}.exp")
     total = qz.op("sum", e, axes=[axis], keepdims=1, name=f"{_node_name(node)}.sum")
     num = qz.op("mul", e, qz.const([2 ** prob_bits], dtype="int32"), name=f"{_node_name(node)}.scaled")
     out = qz.op("div", num, total, name=_node_name(node))
@@ -224,7 +243,8 @@ def _passthrough(cvm_op, attrs_fn):
 
 def pad(qz, node):
     t = qz.narrow(node.inputs[0])
-    value = int(np.clip(np.round(node.attrs["value"] / float(t.scale)), -bits_max(qz.cfg.bits), bits_max(qz.cfg.bits)))
+    m = _reach(qz, t)
+    value = int(np.clip(np.round(node.attrs["value"] / float(t.scale)), -m, m))
     out = qz.op("pad", t.name, pads=list(node.attrs["pads"]), value=value, name=_node_name(node))
     return QT(name=out, scale=t.scale, narrow=True)
 

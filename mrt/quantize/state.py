@@ -25,7 +25,8 @@ class QuantizeError(MrtError):
 @dataclass(frozen=True, kw_only=True)
 class QT:
     """An integer tensor standing for a float one: value = q * scale (scale per tensor, or per
-    channel along per-sample `axis`). `narrow` means: per tensor, at the activation bits."""
+    channel along per-sample `axis`). `narrow` means: per tensor, within the activation range (the
+    activation bits, or 0..2^bits - 1 for an unsigned activation)."""
 
     name: str
     scale: np.ndarray  # shape () or (C,)

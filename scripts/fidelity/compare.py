@@ -43,13 +43,13 @@ def main() -> None:
         model = convert(a.model, calib, calibration_method=method, progress=False, **opts)
         r = evaluate(a.model, model, x, y, layers=False)
         worst, float_acc = "", r.float_accuracy
-        rows.append([f"mrt {method} {' '.join(a.set)}", f"{100 * r.agreement:.2f}%", f"{r.cosine:.4f}",
+        rows.append([f"mrt {method} {' '.join(a.set)}", f"{100 * r.agreement:.2f}%", f"{r.cosine:.5f}",
                      "-" if r.int_accuracy is None else f"{100 * r.int_accuracy:.2f}%", f"{time.time() - t0:.0f}s{worst}"])
     if not a.no_ort:
         o = ort_int8_accuracy(a.model, calib.astype(np.float32), x, y)
-        rows.append(["onnxruntime int8 (QDQ u8s8 per-channel MinMax)", f"{100 * o['agreement']:.2f}%", f"{o['cosine']:.4f}",
+        rows.append(["onnxruntime int8 (QDQ u8s8 per-channel MinMax)", f"{100 * o['agreement']:.2f}%", f"{o['cosine']:.5f}",
                      "-" if o["int_accuracy"] is None else f"{100 * o['int_accuracy']:.2f}%", ""])
-    rows.insert(0, ["float (onnx)", "100.00%", "1.0000", "-" if float_acc is None else f"{100 * float_acc:.2f}%", ""])
+    rows.insert(0, ["float (onnx)", "100.00%", "1.00000", "-" if float_acc is None else f"{100 * float_acc:.2f}%", ""])
     print(f"{a.model}: {len(x)} test samples, {len(calib)} calibration samples")
     print(table(["quantization", "top-1 agreement", "cosine to float", "top-1 accuracy", "time"], rows, "lrrrr"))
 
