@@ -160,11 +160,11 @@ def clip(qz, node):
 def _lut(fn):
     def rule(qz, node):
         t = qz.narrow(node.inputs[0])
-        m = bits_max(qz.cfg.bits)
         lo, hi = qz.interval(t.name)  # the table covers what t may hold (0..2^bits - 1 when unsigned)
         domain = np.arange(lo, hi + 1, dtype=np.float64) * float(t.scale)
         values = fn(domain, **node.attrs)
-        out_scale = qz.scale_of(node.outputs[0])
+        bits = qz.cfg.bits + (qz.cfg.unsigned_activations and bool(values.min() >= 0))  # sigmoid: 0..2^bits - 1
+        m, out_scale = bits_max(bits), qz.scale_of(node.outputs[0], bits)
         table = np.clip(np.round(values / out_scale), -m, m).astype(np.int64)
         out = qz.op("lut", t.name, qz.const(table), offset=lo, name=_node_name(node))
         return QT(name=out, scale=np.asarray(out_scale), narrow=True)
