@@ -49,10 +49,16 @@ def mse_threshold(hist: np.ndarray, edges: np.ndarray, levels: int) -> float:
     return float(t[int(np.argmin(err))])
 
 
+def mac_inputs(graph) -> set[str]:
+    """The tensors that conv and dense nodes read (their means drive bias correction)."""
+    return {n.inputs[0] for n in graph.nodes if n.op in ("conv", "dense")}
+
+
 def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = "absmax",
               batch_size: int = 64, percentile: float = 99.99, bits: int = 8,
-              progress: bool = True) -> dict[str, float]:
-    """Threshold of every batched tensor of `graph` over every batch of `data`."""
+              progress: bool = True, means: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+    """Threshold of every batched tensor of `graph` over every batch of `data`. With `means`, also
+    fills it with the per-sample mean over the data of each tensor of `mac_inputs(graph)`."""
     if method in REMOVED:
         raise ValueError(REMOVED[method])
     if method not in METHODS:
@@ -62,10 +68,13 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
     n = len(next(iter(data.values())))
     total = (n + batch_size - 1) // batch_size
     absmax: dict[str, float] = {}
+    wanted = mac_inputs(graph) if means is not None else set()
     for batch in tqdm(_batches(data, batch_size), total=total, desc="calibrate", disable=not progress, leave=False):
         _, values = run_float(graph, batch, capture=True)
         for name, v in values.items():
             absmax[name] = max(absmax.get(name, 0.0), float(np.max(np.abs(v))) if v.size else 0.0)
+            if name in wanted:
+                means[name] = means.get(name, 0.0) + v.astype(np.float64).sum(axis=0) / n
     if method == "absmax":
         return absmax
 

@@ -83,6 +83,7 @@ class Conversion:
     dropped: list = field(default_factory=list)  # output transforms left to the client
     data: dict = field(default_factory=dict)  # calibration arrays by input name
     thresholds: dict = field(default_factory=dict)
+    means: dict = field(default_factory=dict)  # per-sample means of the MAC inputs (bias correction)
     emitted: tuple | None = None  # (integer cvm.Graph, metadata), before whole-graph verification
     model: cvm.Model | None = None
 
@@ -110,7 +111,7 @@ def _calibrate(c: Conversion):
     o = c.options
     c.data = load_data(c.calibration, c.graph)
     c.thresholds = calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size,
-                             bits=_config(o).bits, progress=o.progress)
+                             bits=_config(o).bits, progress=o.progress, means=c.means)
     return "\n".join(f"{name}: {float(t):.6g}" for name, t in c.thresholds.items())
 
 
@@ -118,7 +119,7 @@ def _quantize(c: Conversion):
     o = c.options
     features = {s.name: np.abs(c.data[s.name]).max(axis=0) for s in c.graph.inputs
                 if len(s.shape) == 1 and o.per_feature_inputs}
-    c.emitted = emit(c.graph, c.thresholds, _config(o), _meta(c), feature_thresholds=features)
+    c.emitted = emit(c.graph, c.thresholds, _config(o), _meta(c), feature_thresholds=features, means=c.means)
     return c.emitted[0]
 
 

@@ -20,11 +20,13 @@ def quantize(graph, thresholds: dict[str, float], config: QuantConfig, meta: dic
 
 
 def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | None = None,
-         feature_thresholds: dict[str, np.ndarray] | None = None) -> tuple[cvm.Graph, dict]:
+         feature_thresholds: dict[str, np.ndarray] | None = None,
+         means: dict[str, np.ndarray] | None = None) -> tuple[cvm.Graph, dict]:
     """The integer graph (MAC splits included) and its metadata, not yet verified as a whole (each
     node was, as it was emitted). `feature_thresholds`: per-feature ranges of 1-D inputs (tabular
-    data), which then get one scale per feature instead of one per tensor."""
-    qz = Quantizer(graph, thresholds, config)
+    data), which then get one scale per feature instead of one per tensor. `means`: the calibration
+    means of the MAC inputs, for bias correction (QuantConfig.bias_correction)."""
+    qz = Quantizer(graph, thresholds, config, means)
     input_scales = {}
     for spec in graph.inputs:
         name = qz.fresh(spec.name)

@@ -21,19 +21,42 @@ def _node_name(node) -> str:
 
 # ---------------------------------------------------------------- multiply-accumulate
 
-def _weights_and_bias(qz, w, b, x_scale):
+def _weights_and_bias(qz, w, b, x_scale, x_mean=None, groups: int = 1):
     """Per-output-channel weights; the bias at the accumulator scale. A channel whose weights are
     tiny next to its bias gets a coarser weight scale, so its bias stays a small part of the
-    accumulator budget (1 / bias_share of it)."""
+    accumulator budget (1 / bias_share of it). With bias correction and the input's calibration
+    mean per input channel (`x_mean`), the bias also takes away the mean shift that rounding the
+    weights adds to each output: sum_k (qw*sw - w)[o, k] * mean[k]."""
     qw, sw = qz.weights(w, axis=0)
     if b is not None:
         cap = bits_max(qz.cfg.acc_bits) // qz.cfg.bias_share
         floor = np.abs(b).astype(np.float64) / (x_scale * cap)
         if np.any(floor > sw):
             qw, sw = qz.weights(w, axis=0, min_scale=floor)
+    if qz.cfg.bias_correction and x_mean is not None:
+        shift = _rounding_shift(qw * sw.reshape((-1,) + (1,) * (w.ndim - 1)) - w, x_mean, groups)
+        b = (np.zeros(len(w)) if b is None else b.astype(np.float64)) - shift
     acc_scale = x_scale * sw
     qb = None if b is None else np.round(b / acc_scale).astype(np.int64)
     return qw, qb, acc_scale
+
+
+def _rounding_shift(err: np.ndarray, mean: np.ndarray, groups: int) -> np.ndarray:
+    """Per output channel, the expected output error sum_k err[o, k...] * mean[channel of k] (conv:
+    err (O, C/groups, kh, kw) and the channel means; dense: err (O, K) and the feature means)."""
+    if err.ndim == 2:
+        return err @ mean
+    per_group = err.sum(axis=(2, 3)).reshape(groups, len(err) // groups, -1)  # (g, og, cg)
+    return np.einsum("goc,gc->go", per_group, mean.reshape(groups, -1)).reshape(-1)
+
+
+def _input_mean(qz, node, channel_axis: int):
+    """The calibration mean of the node's float input per input channel (None without one)."""
+    m = qz.means.get(node.inputs[0])
+    if m is None:
+        return None
+    m = np.asarray(m, np.float64)
+    return m.reshape(m.shape[0], -1).mean(axis=1) if channel_axis == 0 else m.reshape(-1, m.shape[-1]).mean(axis=0)
 
 
 def conv(qz, node):
@@ -42,7 +65,7 @@ def conv(qz, node):
     if w is None or w.ndim != 4:
         raise QuantizeError(f"node {node.name!r}: only 2-D convolutions with constant weights are supported")
     b = _const(qz, node.inputs[2]) if len(node.inputs) > 2 else None
-    qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale))
+    qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale), _input_mean(qz, node, 0), node.attrs["groups"])
     out, factor = emit_mac(qz, "conv2d", x.name, qw, qb, _node_name(node), strides=node.attrs["strides"],
                            pads=node.attrs["pads"], dilations=node.attrs["dilations"], groups=node.attrs["groups"])
     return QT(name=out, scale=acc_scale * factor, axis=0)
@@ -54,10 +77,11 @@ def dense(qz, node):
     x = qz.q[node.inputs[0]]
     if x.per_channel and x.axis == len(qz.shape_of(x.name)) - 1:
         # per-feature input scales fold into the weights' columns
-        qw, qb, acc_scale = _weights_and_bias(qz, w * x.scale[None, :], b, 1.0)
+        mean = _input_mean(qz, node, -1)
+        qw, qb, acc_scale = _weights_and_bias(qz, w * x.scale[None, :], b, 1.0, None if mean is None else mean / x.scale)
     else:
         x = qz.narrow(node.inputs[0])
-        qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale))
+        qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale), _input_mean(qz, node, -1))
     out, factor = emit_mac(qz, "dense", x.name, qw, qb, _node_name(node))
     return QT(name=out, scale=acc_scale * factor, axis=len(qz.fgraph.shapes[node.outputs[0]]) - 1)
 

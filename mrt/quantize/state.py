@@ -66,9 +66,11 @@ class Quantizer:
     emitted (`b`, through input/const/op), what the verifier proves about it (`bounds`, told about
     each emitted item), and the integer tensor standing for each float one (`q`)."""
 
-    def __init__(self, graph, thresholds: dict[str, float], config: QuantConfig):
+    def __init__(self, graph, thresholds: dict[str, float], config: QuantConfig,
+                 means: dict[str, np.ndarray] | None = None):
         self.fgraph = graph
         self.thr = thresholds
+        self.means = means or {}
         self.cfg = config
         self.b = cvm.GraphBuilder()
         self.bounds = Bounds(self.b.opset)
