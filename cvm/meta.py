@@ -130,7 +130,7 @@ def tensor_map_entry(v, path: str) -> None:
 QUANTIZATION = record({  # MRT's QuantConfig (tests/mrt check that every field of it is listed here)
     "target": text, "softmax": text, "bits": count, "weight_bits": count, "output_bits": count,
     "feature_input_bits": count, "acc_bits": count, "lut_input_bits": optional_int, "add_extra_bits": count,
-    "unsigned_activations": flag, "bias_correction": flag,
+    "unsigned_activations": flag, "bias_correction": flag, "wide_tensors": list_of(text),
 })
 
 SCHEMA = record({

@@ -18,8 +18,14 @@ def _pct(v):
 
 def cmd_convert(args) -> int:
     from mrt.pipeline import convert
-    model = convert(args.model, args.calib, target=args.target, bits=args.bits,
-                    calibration_method=args.calibration, softmax=args.softmax, dump=args.dump)
+    options = dict(target=args.target, bits=args.bits, calibration_method=args.calibration, softmax=args.softmax)
+    if args.mixed_precision is not None:
+        from mrt import mixed
+        result = mixed.convert_mixed(args.model, args.calib, args.mixed_precision, **options)
+        print(mixed.report(result))
+        model = result.model
+    else:
+        model = convert(args.model, args.calib, dump=args.dump, **options)
     model.save(args.output)
     print(f"wrote {args.output}: hash {model.hash_hex}, {len(model.graph.nodes)} nodes, gas {model.gas}, "
           f"largest accumulator {model.analysis.max_accumulator_bits} bits")
@@ -74,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", choices=["absmax", "percentile", "mse"], default="mse")
     s.add_argument("--softmax", choices=["client", "integer"], default="client",
                    help="a final softmax (or sigmoid): left to the client (default) or computed in integers")
+    s.add_argument("--mixed-precision", type=float, metavar="BUDGET",
+                   help="widen the activations that add the most error while numba latency stays within "
+                        "(1 + BUDGET) x the 8-bit model's (e.g. 0.25); prints what each step cost")
     s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`)")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("stages", help="list the conversion's stages in order")

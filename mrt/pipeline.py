@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -186,6 +186,29 @@ def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
             out = stage.run(c)
         show(number, stage.name, out)
     return c.model
+
+
+FRONT = ("import", "passes", "output_transform", "calibrate")  # the stages that do not depend on the quantization config
+
+
+def prepare(model, calibration, **options) -> Conversion:
+    """The stages before quantization (FRONT), run once: tools that try several quantization
+    configs on one model (mrt.mixed) quantize the result many times with `finish`."""
+    overrides = {k: options.pop(k) for k in list(options) if k not in Options.__dataclass_fields__}
+    c = Conversion(model, calibration, Options(**options, overrides=overrides))
+    for stage in CONVERSION:
+        if stage.name in FRONT:
+            stage.run(c)
+    return c
+
+
+def finish(c: Conversion, **overrides) -> cvm.Model:
+    """The quantize and verify stages on a prepared conversion, with config `overrides` added."""
+    trial = replace(c, options=replace(c.options, overrides={**c.options.overrides, **overrides}))
+    for stage in CONVERSION:
+        if stage.name not in FRONT:
+            stage.run(trial)
+    return trial.model
 
 
 def _onnx_from_bytes(data: bytes):

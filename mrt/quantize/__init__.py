@@ -31,7 +31,7 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     for spec in graph.inputs:
         name = qz.fresh(spec.name)
         feat = (feature_thresholds or {}).get(spec.name)
-        qz.input(name, spec.shape, config.bits if feat is None else config.feature_input_bits)
+        qz.input(name, spec.shape, qz.act_bits(spec.name) if feat is None else config.feature_input_bits)
         if feat is not None:
             scale = np.where(feat > 0, feat, 1.0).astype(np.float64) / bits_max(config.feature_input_bits)
             qz.q[spec.name] = QT(name=name, scale=scale, axis=0)
@@ -56,7 +56,7 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
                   for f, t in qz.q.items()}
     meta = dict(meta or {})
     meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
-                 "quantization": {k: v for k, v in vars(config).items()}})
+                 "quantization": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()}})
     return qz.b.graph(outputs), meta
 
 

@@ -18,6 +18,7 @@ class QuantConfig:
     lut_input_bits: int | None = None  # fhe: every table lookup's input fits this many bits
     add_extra_bits: int = 4  # extra precision of the common scale of an activation + activation
     unsigned_activations: bool = True  # relu / clip(>= 0) outputs hold 0..2^bits - 1 (stored int16)
+    wide_tensors: tuple[str, ...] = ()  # float tensors given wide_bits activations (mixed precision, mrt.mixed)
     bias_correction: bool = False  # remove the mean shift rounded weights add (calibration means):
     # on for fhe (digits: 94.4% -> 95.8%), off for cvm (resnet_cifar cosine 0.99996 -> 0.99971 with mse; docs/fidelity.md)
     softmax: str = "client"  # final softmax: "client" drops it (outputs logits), "integer" computes it
@@ -26,6 +27,9 @@ class QuantConfig:
     softmax_exp_bits: ClassVar[int] = 12  # integer softmax: exp(x - max) tabulated at scale 2^-12
     add_headroom_bits: ClassVar[int] = 2  # an add operand at the common scale: 2 bits over its calibrated range
     bias_share: ClassVar[int] = 4  # a MAC's bias takes at most 1/4 of the accumulator budget
+    wide_bits: ClassVar[int] = 12  # a wide tensor's activation bits: 4 more than the default, still int16
+    # storage (13 bits when unsigned), and a MAC reading it needs no split below K = 8192 taps
+    # (2^12 x 2^7 x K < 2^31); 16 bits would split most convs and store unsigned values in int32
 
     @property
     def pre_rounding(self) -> str:
@@ -41,6 +45,7 @@ class QuantConfig:
         for name in ("bits", "weight_bits", "output_bits", "feature_input_bits"):
             if not 2 <= getattr(self, name) <= 16:
                 raise ValueError(f"{name} must be in 2..16, got {getattr(self, name)}")
+        object.__setattr__(self, "wide_tensors", tuple(self.wide_tensors))
         if not 8 <= self.acc_bits <= 32:
             raise ValueError(f"acc_bits must be in 8..32, got {self.acc_bits}")
 

@@ -157,7 +157,7 @@ def _non_negative(qz, node) -> QT:
     (stored int16; the numba backend reads it as uint8)."""
     t = qz.q[node.inputs[0]]
     if qz.cfg.unsigned_activations and not t.narrow:
-        bits = qz.cfg.bits + 1
+        bits = qz.act_bits(node.outputs[0]) + 1
         return qz.requant(t, qz.scale_of(node.outputs[0], bits), bits, name=f"{t.name}.q")
     return qz.narrow(node.inputs[0], target=node.outputs[0])
 
@@ -187,7 +187,7 @@ def _lut(fn):
         lo, hi = qz.interval(t.name)  # the table covers what t may hold (0..2^bits - 1 when unsigned)
         domain = np.arange(lo, hi + 1, dtype=np.float64) * float(t.scale)
         values = fn(domain, **node.attrs)
-        bits = qz.cfg.bits + (qz.cfg.unsigned_activations and bool(values.min() >= 0))  # sigmoid: 0..2^bits - 1
+        bits = qz.act_bits(node.outputs[0]) + (qz.cfg.unsigned_activations and bool(values.min() >= 0))  # sigmoid
         m, out_scale = bits_max(bits), qz.scale_of(node.outputs[0], bits)
         table = np.clip(np.round(values / out_scale), -m, m).astype(np.int64)
         out = qz.op("lut", t.name, qz.const(table), offset=lo, name=_node_name(node))

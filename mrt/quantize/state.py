@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -106,9 +106,14 @@ class Quantizer:
 
     # ---------------------------------------------------------------- scales and bounds
 
+    def act_bits(self, fname: str) -> int:
+        """The activation bits of a float tensor: wide_bits for the config's wide tensors (mixed
+        precision), the config's bits otherwise."""
+        return self.cfg.wide_bits if fname in self.cfg.wide_tensors else self.cfg.bits
+
     def scale_of(self, fname: str, bits: int | None = None) -> float:
         t = float(self.thr.get(fname, 0.0))
-        return (t if t > 0 else 1.0) / bits_max(bits or self.cfg.bits)
+        return (t if t > 0 else 1.0) / bits_max(bits or self.act_bits(fname))
 
     def interval(self, name: str) -> tuple[int, int]:
         return self.bounds.interval(name)
@@ -136,7 +141,8 @@ class Quantizer:
         t = self.q[fname]
         if t.narrow:
             return t
-        return self.requant(t, self.scale_of(target or fname), self.cfg.bits, name=f"{t.name}.q")
+        bits = self.act_bits(target or fname)
+        return replace(self.requant(t, self.scale_of(target or fname, bits), bits, name=f"{t.name}.q"), narrow=True)
 
     def rescale_to(self, fname: str, scale: float, name: str) -> QT:
         """The float tensor at exactly this per-tensor scale and the activation bits."""
