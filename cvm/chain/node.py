@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from enum import IntEnum
 
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
@@ -40,6 +39,7 @@ from web3.exceptions import Web3Exception
 
 import cvm
 from cvm.chain.contracts import TxFailed, call_struct, contract_at, send
+from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, Status, check_transition, sql_check
 from cvm.chain.store import ModelStore, StoreError
 
 log = logging.getLogger("cvm.node")
@@ -50,12 +50,12 @@ LOG_CHUNK = 2_000  # blocks per eth_getLogs query
 REVEAL_GAS_OVERHEAD = 400_000  # least gas of a reveal on top of the callback's gas: it may finalise
 ZERO32 = bytes(32)
 
-SCHEMA = """
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS requests (
     request_id  INTEGER PRIMARY KEY,
     model_hash  BLOB NOT NULL,
     input       BLOB NOT NULL,
-    state       TEXT NOT NULL CHECK (state IN ('seen', 'committed', 'revealed', 'done')),
+    state       TEXT NOT NULL {sql_check()},
     output      BLOB,
     output_hash BLOB,
     salt        BLOB,
@@ -69,15 +69,6 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 RPC_ERRORS = (Web3Exception, ConnectionError, TimeoutError, OSError)
-
-
-class Status(IntEnum):
-    """InferenceOracle.Status"""
-
-    NONE = 0
-    PENDING = 1
-    FINALIZED = 2
-    EXPIRED = 3
 
 
 @dataclass
@@ -149,6 +140,11 @@ class Operator:
         elif stored != value:
             raise ValueError(f"this database belongs to {key} {stored}, not {value}")
 
+    def _move(self, job: Job, state: str, **fields) -> None:
+        """Moves a request to another state (one of the moves states.TRANSITIONS allows)."""
+        check_transition(job.state, state)
+        self._update(job, state=state, **fields)
+
     def _update(self, job: Job, **fields) -> None:
         fields["updated"] = time.time()
         sets = ", ".join(f"{k} = ?" for k in fields)
@@ -159,12 +155,12 @@ class Operator:
                 setattr(job, k, v)
 
     def jobs(self, include_done: bool = False, request_id: int | None = None) -> list[Job]:
-        where = ["1"] if include_done else ["state != 'done'"]
-        where += [] if request_id is None else ["request_id = ?"]
+        where, args = (["1"], []) if include_done else (["state != ?"], [DONE])
+        if request_id is not None:
+            where, args = where + ["request_id = ?"], args + [request_id]
         rows = self.db.execute(
             "SELECT request_id, model_hash, input, state, output, output_hash, salt, commit_tx, reveal_tx, "
-            f"attempts, note FROM requests WHERE {' AND '.join(where)} ORDER BY request_id",
-            () if request_id is None else (request_id,),
+            f"attempts, note FROM requests WHERE {' AND '.join(where)} ORDER BY request_id", args,
         ).fetchall()
         return [Job(*row) for row in rows]
 
@@ -206,7 +202,7 @@ class Operator:
                 continue
             try:
                 state = None
-                while job.state not in (state, "done"):  # as far as it goes in this step
+                while job.state not in (state, DONE):  # as far as it goes in this step
                     state = job.state
                     self.advance(job)
                 self._traced.pop(job.request_id, None)
@@ -242,7 +238,7 @@ class Operator:
                     a = ev["args"]
                     cur = self.db.execute(
                         "INSERT OR IGNORE INTO requests (request_id, model_hash, input, state, updated) "
-                        "VALUES (?, ?, ?, 'seen', ?)", (a["requestId"], a["modelHash"], a["input"], time.time()))
+                        "VALUES (?, ?, ?, ?, ?)", (a["requestId"], a["modelHash"], a["input"], INITIAL, time.time()))
                     found += cur.rowcount
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('next_block', ?)", (str(end + 1),))
             start = end + 1
@@ -258,7 +254,7 @@ class Operator:
         if chain.status == Status.NONE:
             self._done(job, "the oracle does not know this request", logging.ERROR)
             return
-        step = {"seen": self._commit_step, "committed": self._reveal_step, "revealed": self._settle_step}.get(job.state)
+        step = {SEEN: self._commit_step, COMMITTED: self._reveal_step, REVEALED: self._settle_step}.get(job.state)
         if step is not None:
             step(job, chain)
 
@@ -271,12 +267,12 @@ class Operator:
     def _commit_step(self, job: Job, chain: OnChain) -> None:
         if chain.commitment != ZERO32:  # sent before a crash, or by another instance
             if job.salt is not None and chain.commitment == self.commitment(job):
-                self._update(job, state="committed", note=None)
+                self._move(job, COMMITTED, note=None)
                 log.info("%s: request %d: commitment found on chain", self.name, job.request_id)
             else:
                 self._done(job, "a commitment this database does not know is on chain", logging.ERROR)
             return
-        if chain.status != Status.PENDING or chain.now >= chain.req["commitDeadline"] or chain.commits >= chain.committee:
+        if chain.status not in SENDS_IN[SEEN] or chain.now >= chain.req["commitDeadline"] or chain.commits >= chain.committee:
             self._done(job, f"commit phase closed ({chain.status.name.lower()}, {chain.commits}/{chain.committee} commits)")
             return
         if not self.oracle.functions.isOperator(self.account.address).call():
@@ -285,19 +281,19 @@ class Operator:
         if job.salt is None and not self._compute(job):
             return
         receipt = send(self.w3, self.account, self.oracle.functions.commit(job.request_id, self.commitment(job)))
-        self._update(job, state="committed", commit_tx=receipt["transactionHash"].hex(), note=None)
+        self._move(job, COMMITTED, commit_tx=receipt["transactionHash"].hex(), note=None)
         log.info("%s: request %d: committed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
 
     def _reveal_step(self, job: Job, chain: OnChain) -> None:
         if chain.commitment == ZERO32:  # the commit was dropped (a reorg): send it again, same salt
-            self._update(job, state="seen", commit_tx=None)
+            self._move(job, SEEN, commit_tx=None)
             log.warning("%s: request %d: commitment no longer on chain, committing again", self.name, job.request_id)
             return
         if chain.vote != ZERO32:
-            self._update(job, state="revealed")
+            self._move(job, REVEALED)
             log.info("%s: request %d: reveal found on chain", self.name, job.request_id)
             return
-        if chain.status == Status.EXPIRED or chain.now > chain.req["revealDeadline"]:
+        if chain.status not in SENDS_IN[COMMITTED] or chain.now > chain.req["revealDeadline"]:  # Expired
             self._done(job, "reveal deadline passed before the reveal", logging.ERROR)
             return
         if not self.oracle.functions.revealOpen(job.request_id).call():
@@ -305,13 +301,13 @@ class Operator:
         call = self.oracle.functions.reveal(job.request_id, job.output_hash, job.salt, job.output)
         gas = self.oracle.functions.callbackGasLimit().call() + REVEAL_GAS_OVERHEAD
         receipt = send(self.w3, self.account, call, gas=gas)
-        self._update(job, state="revealed", reveal_tx=receipt["transactionHash"].hex())
+        self._move(job, REVEALED, reveal_tx=receipt["transactionHash"].hex())
         log.info("%s: request %d: revealed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
 
     def _settle_step(self, job: Job, chain: OnChain) -> None:
         req = chain.req
         if chain.vote == ZERO32 and chain.status == Status.PENDING:  # the reveal was dropped: again
-            self._update(job, state="committed", reveal_tx=None)
+            self._move(job, COMMITTED, reveal_tx=None)
             log.warning("%s: request %d: reveal no longer on chain, revealing again", self.name, job.request_id)
             return
         everyone_revealed = req["reveals"] >= req["commits"]
@@ -363,7 +359,7 @@ class Operator:
         self._done(job, f"refused: cannot run model {job.model_hash.hex()[:12]}: {what}", logging.ERROR)
 
     def _done(self, job: Job, note: str, level: int = logging.INFO) -> None:
-        self._update(job, state="done", note=note)
+        self._move(job, DONE, note=note)
         log.log(level, "%s: request %d: done: %s", self.name, job.request_id, note)
 
     def commitment(self, job: Job) -> bytes:
