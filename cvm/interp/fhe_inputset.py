@@ -13,9 +13,9 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir import Graph
-from ..ops import OPSETS
 from ..arith import bits_max
 from ..verify import Analysis
+from . import reference
 
 MAX_ROWS = 128  # worst-case vectors per linear node that reads an input directly (each sign: 2x this)
 
@@ -84,13 +84,11 @@ def worst_case_samples(graph: Graph) -> list[dict[str, np.ndarray]]:
 
 
 def value_ranges(graph: Graph, analysis: Analysis, samples: list[dict]) -> dict[str, tuple[int, int]]:
-    """[min, max] every tensor reaches on the samples (the reference interpreter, all values kept)."""
-    ops = OPSETS[graph.opset]
-    env = {i.name: np.stack([s[i.name] for s in samples]).astype(np.int64) for i in graph.inputs}
-    consts = {k: v.astype(np.int64) for k, v in graph.constants.items()}
-    for node, attrs in zip(graph.nodes, analysis.attrs):
-        env[node.output] = ops[node.op].reference(*[env[n] if n in env else consts[n] for n in node.inputs], **attrs)
-    return {k: (int(v.min()), int(v.max())) for k, v in env.items()}
+    """[min, max] every input and node output reaches on the samples (the reference interpreter,
+    every value kept)."""
+    inputs = {i.name: np.stack([s[i.name] for s in samples]).astype(np.int64) for i in graph.inputs}
+    values = reference.run(graph, analysis, inputs, keep_all=True)
+    return {k: (int(v.min()), int(v.max())) for k, v in values.items()}
 
 
 def coverage(graph: Graph, analysis: Analysis, samples: list[dict]) -> dict[str, dict]:
