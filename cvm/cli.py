@@ -9,6 +9,7 @@ import numpy as np
 
 from . import CVMError, InputError, load, output_hash
 from .clikit import OneLineParser, run_guarded
+from .model import BACKENDS
 from .report import table
 
 
@@ -129,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("model")
     s.add_argument("--input", "-i", required=True, help="X.npy or X.npz (float is quantized unless --raw)")
     s.add_argument("-o", "--output", help="write outputs to Y.npy (or .npz for several)")
-    s.add_argument("--backend", default="numba", choices=["numba", "reference", "fhe"])
+    s.add_argument("--backend", default="numba", choices=sorted(BACKENDS))
     s.add_argument("--raw", action="store_true", help="input already holds integers")
     s.add_argument("--gas-limit", type=int, default=None)
     s.add_argument("--fhe-mode", choices=["clear", "simulate", "execute"], default="execute",
