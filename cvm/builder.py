@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import Graph, Input, Node
-from .ops import LATEST_OPSET
 from .limits import MAX_BITS
 from .arith import bits_for
 from .values import storage_dtype
@@ -18,7 +17,8 @@ def smallest_dtype(values: np.ndarray) -> np.dtype:
 
 
 class GraphBuilder:
-    def __init__(self, opset: int = LATEST_OPSET):
+    def __init__(self, opset: int | None = None):
+        """opset None: the graph gets the lowest opset that holds its ops (cvm.ops.lowest_opset)."""
         self.opset = opset
         self.inputs: list[Input] = []
         self.constants: dict[str, np.ndarray] = {}

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ops import LATEST_OPSET
+from .ops import lowest_opset
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,11 @@ class Graph:
     constants: dict[str, np.ndarray]  # int8 / int16 / int32 arrays
     nodes: list[Node]
     outputs: list[str]
-    opset: int = LATEST_OPSET
+    opset: int | None = None  # None: the lowest opset that holds every op of the graph (ops.lowest_opset)
+
+    def __post_init__(self):
+        if self.opset is None:
+            self.opset = lowest_opset({n.op for n in self.nodes})
 
     def __str__(self) -> str:
         lines = [f"input {i.name}: {list(i.shape)} bits={i.bits}" for i in self.inputs]

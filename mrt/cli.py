@@ -9,7 +9,11 @@ import numpy as np
 
 import cvm
 from cvm.clikit import OneLineParser, run_guarded
+from cvm.model import BACKENDS
 from cvm.report import table
+
+# Evaluation runs the whole evaluation set; the FHE backend is far too slow for that.
+EVAL_BACKENDS = sorted(set(BACKENDS) - {"fhe"})
 
 
 def _pct(v):
@@ -93,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data", required=True, help="TEST.npz holding x and optionally y")
     s.add_argument("--calib", help="calibration data, for --compare-ort")
     s.add_argument("--compare-ort", action="store_true", help="also onnxruntime quantize_static int8")
-    s.add_argument("--backend", default="numba", choices=["numba", "reference"])
+    s.add_argument("--backend", default="numba", choices=EVAL_BACKENDS)
     s.add_argument("--plot", help="per-layer error plot (PNG; default: next to the .cvm, NAME.layers.png)")
     s.set_defaults(func=cmd_eval)
     return p

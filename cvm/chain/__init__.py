@@ -7,6 +7,7 @@ py-evm); the core `cvm` package never imports this one.
     embedded.py    EmbeddedChain: py-evm Prague + the precompile, behind web3
     contracts.py   artifacts, deployment, signed transactions, custom-error decoding
     node.py        the oracle node operator (`cvm node`), its state in SQLite
+    states.py      the request states of node and contract, their moves, and how they map
     demo.py        `cvm demo`
     cli.py         registers `demo` and `node` into the `cvm` command
 """

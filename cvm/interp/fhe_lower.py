@@ -16,7 +16,7 @@ from concrete import fhe
 from concrete.fhe.representation import Operation
 
 from ..ir import Graph
-from ..ops import OPSETS, OpDef, by_opset
+from ..ops import OPSETS, OpDef, by_opset, derive
 from ..ops.base import TABLE_MONOTONE
 from ..arith import mac_bound
 from ..verify import Analysis
@@ -242,7 +242,8 @@ RULES_V1 = {
 }
 
 
-RULES = by_opset({1: RULES_V1})  # (opset, op) -> (ctx, node, attrs, args) -> tracer
+RULES_V2 = derive(RULES_V1, {})  # opset 2 (cvm.ops.vision)
+RULES = by_opset({1: RULES_V1, 2: RULES_V2})  # (opset, op) -> (ctx, node, attrs, args) -> tracer
 REFUSED: dict[tuple[int, str], str] = {}  # (opset, op) -> why no circuit computes it exactly
 
 

@@ -18,7 +18,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..ir import Graph
-from ..ops import by_opset
+from ..ops import by_opset, derive
 from ..verify import Analysis
 from .numba_kernels import lower_mac, lower_ops, plan
 from .numba_kernels import threads as threads_
@@ -33,7 +33,8 @@ LOWERINGS_V1 = {
     "flatten": lower_ops.lower_reshape, "transpose": lower_ops.lower_transpose, "concat": lower_ops.lower_concat,
     "pad": lower_ops.lower_pad, "slice": lower_ops.lower_slice,
 }
-LOWERINGS = by_opset({1: LOWERINGS_V1})  # (opset, op) -> lowering(planner, index, node, attrs)
+LOWERINGS_V2 = derive(LOWERINGS_V1, {})  # opset 2 (cvm.ops.vision)
+LOWERINGS = by_opset({1: LOWERINGS_V1, 2: LOWERINGS_V2})  # (opset, op) -> lowering(planner, index, node, attrs)
 REFUSED: dict[tuple[int, str], str] = {}  # (opset, op) -> why this backend does not run it
 ISAS = ("auto", "vnni", "portable")
 MAX_BOUND_BYTES = 1 << 30  # idle buffer sets kept for reuse, in bytes, all runners and threads together

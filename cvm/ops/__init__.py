@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Iterable, Mapping, TypeVar
 
-from . import elementwise, layout, linear, pool, rescale
+from . import elementwise, layout, linear, pool, rescale, vision
 from .base import Arg, OpDef, RuleError
 
 V = TypeVar("V")
@@ -32,7 +32,22 @@ def by_opset(tables: Mapping[int, Mapping[str, V]]) -> Mapping[tuple[int, str], 
 
 OPSET_V1 = derive({}, [op for m in (linear, elementwise, rescale, pool, layout) for op in m.OPS])
 
-OPSETS = MappingProxyType({1: OPSET_V1})
-LATEST_OPSET = 1
+# Opset 2: the ops of production vision models that no integer rule over opset 1 computes (vision.py).
+OPSET_V2 = derive(OPSET_V1, vision.OPS)
 
-__all__ = ["Arg", "OpDef", "RuleError", "OPSETS", "OPSET_V1", "LATEST_OPSET", "derive", "by_opset"]
+OPSETS = MappingProxyType({1: OPSET_V1, 2: OPSET_V2})
+LATEST_OPSET = max(OPSETS)
+
+
+def lowest_opset(ops: Iterable[str]) -> int:
+    """The oldest opset in which every op of `ops` has its newest definition: the opset a graph of these
+    ops is written in, so that a graph built from opset-1 ops keeps its opset-1 bytes and hash. An op no
+    opset knows gives the newest opset (whose verifier then names the op)."""
+    latest = OPSETS[LATEST_OPSET]
+    for opset in sorted(OPSETS):
+        if all(latest.get(op) is not None and OPSETS[opset].get(op) is latest[op] for op in ops):
+            return opset
+    return LATEST_OPSET
+
+__all__ = ["Arg", "OpDef", "RuleError", "OPSETS", "OPSET_V1", "OPSET_V2", "LATEST_OPSET", "derive", "by_opset",
+           "lowest_opset"]

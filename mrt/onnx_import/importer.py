@@ -24,6 +24,7 @@ from mrt.graph import Graph, TensorSpec
 from mrt.onnx_import import ops_core as core
 from mrt.onnx_import import ops_ml as ml
 from mrt.onnx_import import ops_nn as nn
+from mrt.onnx_import import ops_vision as vision
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.context import BATCH_SENTINEL, ImportContext
 
@@ -71,6 +72,7 @@ HANDLERS = {
     (ML_DOMAIN, "Scaler"): (ml.scaler, {1}),
     (ML_DOMAIN, "LinearClassifier"): (ml.linear_classifier, {1}),
     (ML_DOMAIN, "Normalizer"): (ml.normalizer, {1}),
+    **{("", op): entry for op, entry in vision.HANDLERS.items()},
 }
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 import cvm
+from cvm.ops import LATEST_OPSET
 from cvm.arith import INT32_MAX, INT64_MAX, bits_max
 from cvm.limits import MAX_SHIFT
 from mrt.quantize import prerounding
@@ -73,7 +74,7 @@ class Quantizer:
         self.means = means or {}
         self.cfg = config
         self.b = cvm.GraphBuilder()
-        self.bounds = Bounds(self.b.opset)
+        self.bounds = Bounds(LATEST_OPSET)  # the graph is written in the lowest opset that holds its ops
         self.q: dict[str, QT] = {}
         self._names: set[str] = set()
 
