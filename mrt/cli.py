@@ -20,9 +20,20 @@ def _pct(v):
     return "-" if v is None else f"{100 * v:.2f}%"
 
 
+def _input_shape(text: str) -> tuple:
+    """--input-shape [NAME=]3x224x224 -> (NAME or "x", (3, 224, 224))."""
+    name, _, dims = text.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not [NAME=]DxDxD (e.g. x=3x224x224)") from None
+    return name or "x", shape
+
+
 def cmd_convert(args) -> int:
     from mrt.pipeline import convert
-    options = dict(target=args.target, bits=args.bits, calibration_method=args.calibration, softmax=args.softmax)
+    options = dict(target=args.target, bits=args.bits, calibration_method=args.calibration, softmax=args.softmax,
+                   input_shapes=dict(args.input_shape or []) or None)
     if args.mixed_precision is not None:
         from mrt import mixed
         result = mixed.convert_mixed(args.model, args.calib, args.mixed_precision, **options)
@@ -87,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mixed-precision", type=float, metavar="BUDGET",
                    help="widen the activations that add the most error while numba latency stays within "
                         "(1 + BUDGET) x the 8-bit model's (e.g. 0.25); prints what each step cost")
+    s.add_argument("--input-shape", action="append", type=_input_shape, metavar="[NAME=]DxDxD",
+                   help="per-sample shape of an input, fixing symbolic dims (default: the calibration data's)")
     s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`)")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("stages", help="list the conversion's stages in order")

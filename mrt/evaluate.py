@@ -51,7 +51,7 @@ def _top1(y: np.ndarray) -> np.ndarray:
 
 def evaluate(onnx_model, model: cvm.Model, x: np.ndarray, y: np.ndarray | None = None,
              layers: bool = True, backend: str = "numba") -> EvalResult:
-    graph = import_onnx(onnx_model)
+    graph = import_onnx(onnx_model, {"x": x.shape[1:]})
     name = graph.inputs[0].name
     float_out = run_float(graph, {name: x})[graph.outputs[0]]
     xq = model.quantize_input(x)

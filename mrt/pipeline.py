@@ -69,6 +69,7 @@ class Options:
     batch_size: int = 64
     progress: bool = True
     per_feature_inputs: bool = True
+    input_shapes: dict | None = None  # {input name (or "x"): per-sample shape} fixing symbolic dims
     overrides: dict = field(default_factory=dict)
 
 
@@ -92,8 +93,24 @@ def _import(c: Conversion):
     src = c.source
     c.source_bytes = (Path(src).read_bytes() if isinstance(src, (str, os.PathLike))
                       else src if isinstance(src, bytes) else src.SerializeToString())
-    c.graph = import_onnx(_onnx_from_bytes(src) if isinstance(src, bytes) else src)
+    shapes = c.options.input_shapes or calibration_shapes(c.calibration)
+    c.graph = import_onnx(_onnx_from_bytes(src) if isinstance(src, bytes) else src, shapes)
     return c.graph
+
+
+def calibration_shapes(data) -> dict:
+    """{name: per-sample shape} of calibration data (array, dict or .npz path): the shape symbolic
+    input dims are fixed to when the caller gives none. Unreadable data gives {} here and its own
+    error at the calibrate stage."""
+    try:
+        if isinstance(data, (str, os.PathLike)):
+            with np.load(data, allow_pickle=False) as f:
+                return {k: f[k].shape[1:] for k in f.files}
+        if isinstance(data, np.ndarray):
+            return {"x": data.shape[1:]}
+        return {k: np.shape(v)[1:] for k, v in dict(data).items()}
+    except (OSError, ValueError, TypeError):
+        return {}
 
 
 def _passes(c: Conversion, dump=None):
@@ -171,13 +188,14 @@ def _meta(c: Conversion) -> dict:
 
 def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
             calibration_method: str = "mse", softmax: str = "client", batch_size: int = 64,
-            progress: bool = True, per_feature_inputs: bool = True, dump=None, **overrides) -> cvm.Model:
+            progress: bool = True, per_feature_inputs: bool = True, input_shapes: dict | None = None,
+            dump=None, **overrides) -> cvm.Model:
     """Convert an ONNX model (path, bytes or onnx.ModelProto) into a verified integer cvm.Model by
     running CONVERSION's stages in order. dump (as mrt.passes.run_pipeline's): None, True to print
     what each stage produced, a directory for one NN_stage.txt each (the passes' own stages go in
     its passes/ folder), or a callable(number, name, printable)."""
     c = Conversion(model, calibration, Options(target, bits, calibration_method, softmax, batch_size, progress,
-                                               per_feature_inputs, overrides))
+                                               per_feature_inputs, input_shapes, overrides))
     show = dumper(dump)
     for number, stage in enumerate(CONVERSION, 1):
         if stage.run is _passes and isinstance(dump, (str, os.PathLike)):

@@ -1,6 +1,6 @@
 """import_onnx: ONNX ModelProto -> MRT float Graph.
 
-Supported: default-domain opsets MIN_OPSET..MAX_OPSET and ai.onnx.ml (for scikit-learn models).
+Supported: default-domain opsets 7..25 (older ones upgraded, mrt.onnx_import.opsets) and ai.onnx.ml (for scikit-learn models).
 Every node whose inputs are all constants (Constant, torch's Shape/Gather/Unsqueeze/Concat/Cast
 plumbing, weight transposes) is evaluated at import with onnx's reference implementation; a Shape
 of a batched tensor folds to a constant whose batch entry is a sentinel that may only travel
@@ -15,23 +15,21 @@ import os
 
 import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from mrt.errors import BadInput, GraphError, UnsupportedOp
 from mrt.float_ops import BATCH
-from mrt.graph import Graph, TensorSpec
+from mrt.graph import Graph
 from mrt.onnx_import import ops_core as core
 from mrt.onnx_import import ops_ml as ml
 from mrt.onnx_import import ops_nn as nn
 from mrt.onnx_import import ops_vision as vision
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.context import BATCH_SENTINEL, ImportContext
+from mrt.onnx_import.inputs import graph_input, shapes_for
+from mrt.onnx_import.opsets import ML_DOMAIN, opsets as model_opsets, upgrade
 
-MIN_OPSET = 13  # Softmax/Clip/Reshape semantics MRT implements start here
-MAX_OPSET = 25  # newest opset checked: no supported op changed its float semantics up to it
-ML_DOMAIN = "ai.onnx.ml"
-MAX_ML_OPSET = 5
 
 # ONNX ops that may carry the batch-size sentinel while folding shape arithmetic.
 BATCH_SAFE_OPS = {"Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Identity",
@@ -102,38 +100,6 @@ def _parse(source, what: str):
         raise BadInput(f"{what} is not a parseable ONNX model ({type(e).__name__}: {e})") from None
 
 
-def _opsets(model):
-    opsets = {}
-    for o in model.opset_import:
-        domain = "" if o.domain == "ai.onnx" else o.domain
-        opsets[domain] = max(opsets.get(domain, 0), o.version)
-    if not MIN_OPSET <= opsets.get("", MIN_OPSET) <= MAX_OPSET:
-        raise UnsupportedOp(f"model opset {opsets['']}: MRT imports opsets "
-                            f"{MIN_OPSET}..{MAX_OPSET}")
-    if opsets.get(ML_DOMAIN, 1) > MAX_ML_OPSET:
-        raise UnsupportedOp(f"model {ML_DOMAIN} opset {opsets[ML_DOMAIN]}: MRT imports up to "
-                            f"{MAX_ML_OPSET}")
-    opsets.setdefault("", MAX_OPSET)
-    return opsets
-
-
-def _graph_input(vi):
-    """A batched graph input: float32, batch dim symbolic or 1, per-sample dims concrete."""
-    t = vi.type.tensor_type
-    if not vi.type.HasField("tensor_type") or t.elem_type != TensorProto.FLOAT:
-        raise UnsupportedOp(f"graph input {vi.name!r}: only float32 tensors are supported")
-    if not t.HasField("shape") or not t.shape.dim:
-        raise UnsupportedOp(f"graph input {vi.name!r}: needs a shape with a batch axis")
-    dims = list(t.shape.dim)
-    if dims[0].HasField("dim_value") and dims[0].dim_value != 1:
-        raise UnsupportedOp(f"graph input {vi.name!r}: batch dim must be symbolic or 1, got "
-                            f"{dims[0].dim_value}")
-    if not all(d.HasField("dim_value") and d.dim_value > 0 for d in dims[1:]):
-        raise UnsupportedOp(f"graph input {vi.name!r}: per-sample dims must be concrete, got "
-                            f"{[d.dim_param or d.dim_value for d in dims[1:]]}")
-    return TensorSpec(vi.name, tuple(d.dim_value for d in dims[1:])), dims[0].dim_value == 1
-
-
 def _fold(ctx, node, opsets):
     """Evaluate a node whose inputs are all constants with onnx's reference implementation."""
     values = [ctx.consts[i] for i in node.input if i]
@@ -168,20 +134,23 @@ def _handle(ctx, node, opsets):
     attrs.check_all_read()
 
 
-def import_onnx(model_or_path):
-    """Import an ONNX model (ModelProto, serialized bytes or a path) as a float Graph."""
-    model = _load(model_or_path)
-    opsets = _opsets(model)
+def import_onnx(model_or_path, input_shapes: dict | None = None):
+    """Import an ONNX model (ModelProto, serialized bytes or a path) as a float Graph. Models of opsets
+    7..12 are upgraded first (mrt.onnx_import.opsets). input_shapes: {input name: per-sample shape}
+    fixing symbolic dims (mrt.onnx_import.inputs); key "x" for a model with one input."""
+    model = upgrade(_load(model_or_path))
+    opsets = model_opsets(model)
     g = model.graph
     if g.sparse_initializer:
         raise UnsupportedOp("sparse initializers are not supported")
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     specs, batch_one = [], []
-    for vi in g.input:
-        if vi.name not in consts:
-            spec, one = _graph_input(vi)
-            specs.append(spec)
-            batch_one.append(one)
+    real_inputs = [vi for vi in g.input if vi.name not in consts]
+    given = shapes_for(real_inputs, input_shapes)
+    for vi in real_inputs:
+        spec, one = graph_input(vi, given.get(vi.name))
+        specs.append(spec)
+        batch_one.append(one)
     ctx = ImportContext(consts, batch_one=bool(batch_one) and all(batch_one))
     for spec in specs:
         ctx.full[spec.name] = (BATCH, *spec.shape)

@@ -247,13 +247,42 @@ def _with_input(dims, elem=TensorProto.FLOAT, opset=17):
 
 @pytest.mark.parametrize("model, message", [
     (_with_input([4, 3]), "batch dim must be symbolic or 1"),
-    (_with_input(["N", "M"]), "per-sample dims must be concrete"),
+    (_with_input(["N", "M"]), "are symbolic; fix them with --input-shape"),
     (_with_input(["N", 3], TensorProto.INT32), "only float32"),
-    (_with_input(["N", 3], opset=11), "opsets 13..25"),
-], ids=["fixed_batch", "symbolic_dim", "int_input", "old_opset"])
+    (_with_input(["N", 3], opset=6), "opsets 7..25"),
+    (_with_input(["N", 3], opset=26), "opsets 7..25"),
+], ids=["fixed_batch", "symbolic_dim", "int_input", "too_old_opset", "too_new_opset"])
 def test_refused_inputs_and_opsets(model, message):
     with pytest.raises(UnsupportedOp, match=message):
         import_onnx(model)
+
+
+@pytest.mark.parametrize("opset", [7, 9, 11, 12])
+def test_old_opsets_are_upgraded(opset):
+    """Clip's min/max were attributes before opset 11 and Softmax coerced to 2-D before 13: the
+    upgraded model computes what the old one did (onnxruntime runs the original)."""
+    import onnxruntime as ort
+    clip = (N("Clip", ["x"], ["c"], min=-0.5, max=0.75) if opset < 11 else
+            N("Clip", ["x", "lo", "hi"], ["c"]))
+    inits = [] if opset < 11 else [helper.make_tensor("lo", TensorProto.FLOAT, [], [-0.5]),
+                                   helper.make_tensor("hi", TensorProto.FLOAT, [], [0.75])]
+    graph = helper.make_graph([clip, N("Softmax", ["c"], ["y"], axis=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, ir_version=7, opset_imports=[helper.make_opsetid("", opset)])
+    x = np.random.default_rng(opset).normal(size=(4, 5)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    g = import_onnx(model)
+    np.testing.assert_allclose(run_float(g, {"x": x})["y"], want, rtol=1e-6, atol=1e-7)
+
+
+def test_symbolic_dims_fixed_by_given_shape():
+    g = import_onnx(_with_input(["N", "C", 4]), {"x": (3, 4)})
+    assert g.inputs[0].shape == (3, 4)
+    with pytest.raises(UnsupportedOp, match="does not fit the declared per-sample dims"):
+        import_onnx(_with_input(["N", "C", 4]), {"x": (3, 5)})
+    with pytest.raises(UnsupportedOp, match="not graph inputs"):
+        import_onnx(_with_input(["N", "C", 4]), {"a": (3, 4), "b": (1,)})
 
 
 def test_import_from_path_and_bytes(onnx_model, tmp_path):
