@@ -244,7 +244,13 @@ RULES_V1 = {
 
 RULES_V2 = derive(RULES_V1, {})  # opset 2 (cvm.ops.vision)
 RULES = by_opset({1: RULES_V1, 2: RULES_V2})  # (opset, op) -> (ctx, node, attrs, args) -> tracer
-REFUSED: dict[tuple[int, str], str] = {}  # (opset, op) -> why no circuit computes it exactly
+REFUSED: dict[tuple[int, str], str] = {  # (opset, op) -> why no circuit computes it exactly
+    (2, "resize2d"): "no rule yet: nearest is a static gather (indexing by constant index arrays) and linear a "
+                     "4-tap sum whose final rounding shift by 2*frac_bits is an exact round_bit_pattern over "
+                     "bits + 2*frac_bits + 2 bits; neither is written or checked against concrete",
+    (2, "conv_transpose2d"): "no rule yet: concrete's fhe.conv has no transposed form; a zero-stuffed input and a "
+                             "flipped-kernel fhe.conv would compute it, not written or checked against concrete",
+}
 
 
 def plan_graph(graph: Graph, analysis: Analysis, budget: int) -> dict[str, Lookup]:
