@@ -23,6 +23,8 @@ from mrt.errors import UnsupportedOp
 from mrt.float_exec import run_float
 from mrt.onnx_import import import_onnx
 from mrt.onnx_import.importer import HANDLERS
+from onnx_vision_cases import ORT_NOT_REFERENCE
+from onnx_vision_cases import SKIPS as VISION_SKIPS
 
 SUPPORTED = {op for domain, op in HANDLERS if domain == ""} | {"Constant"}
 
@@ -30,6 +32,7 @@ SUPPORTED = {op for domain, op in HANDLERS if domain == ""} | {"Constant"}
 CONST_INPUTS = {
     "Conv": {1, 2}, "Gemm": {1, 2}, "BatchNormalization": {1, 2, 3, 4}, "Div": {1},
     "Clip": {1, 2}, "Pad": {1, 2, 3}, "Reshape": {1}, "Dropout": {1, 2},
+    "ConvTranspose": {1, 2}, "Resize": {1, 2, 3}, "Upsample": {1},
 }
 
 _INT_DTYPES = "integer inputs: MRT imports float32 models only"
@@ -109,6 +112,7 @@ SKIPS = {
     "test_constant": "the output is a constant (no input, nothing batched)",
     "test_identity_sequence": "sequence types",
     "test_identity_opt": "optional types",
+    **VISION_SKIPS,
 }
 
 
@@ -177,6 +181,10 @@ def run_case(case):
         model, feeds = batched_model(case, list(inputs))
         graph = import_onnx(model)
         got = run_float(graph, feeds)
+        if case.name in ORT_NOT_REFERENCE:
+            import onnxruntime
+            session = onnxruntime.InferenceSession(case.model.SerializeToString())
+            expected = session.run(None, {vi.name: np.asarray(v) for vi, v in zip(case.model.graph.input, inputs)})
         names = [o.name for o in case.model.graph.output]
         assert set(got) == set(names)
         # the case's own tolerance when looser (some expected values are rounded by hand)
