@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from cvm.arith import bits_max, mac_bound, round_shift
+from cvm.ops.vision import output_rows
 from mrt.quantize.state import QuantizeError, Quantizer
 
 
@@ -34,21 +35,24 @@ def plan_chunks(w2d: np.ndarray, group: int, bias, lo: int, hi: int, limit: int)
 
 def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | None, name: str,
              **attrs) -> tuple[str, float]:
-    """Emit conv2d / dense of x with integer weights, split to the accumulator budget.
+    """Emit conv2d / dense / conv_transpose2d of x with integer weights, split to the accumulator budget
+    (along the summed input channels; a grouped conv or conv_transpose2d is never split).
     Returns the output tensor and the factor (a power of two) its scale gained."""
     limit = bits_max(qz.cfg.acc_bits)
     lo, hi = qz.interval(x)
+    transposed = op == "conv_transpose2d"  # weight [C, O/g, KH, KW]: its input channels are axis 0
     if op == "dense":
         w2d, group, axis = qw, 1, len(qz.shape_of(x)) - 1
     else:
-        if attrs.get("groups", 1) != 1 and _reach(qw.reshape(len(qw), -1), qb, lo, hi) > limit:
-            raise QuantizeError(f"node {name!r}: grouped conv exceeds the {qz.cfg.acc_bits}-bit accumulator budget")
-        w2d, group, axis = qw.reshape(len(qw), -1), qw.shape[2] * qw.shape[3], 0
+        rows = output_rows(qw, attrs.get("groups", 1)) if transposed else qw.reshape(len(qw), -1)
+        if attrs.get("groups", 1) != 1 and _reach(rows, qb, lo, hi) > limit:
+            raise QuantizeError(f"node {name!r}: grouped {op} exceeds the {qz.cfg.acc_bits}-bit accumulator budget")
+        w2d, group, axis = rows, qw.shape[2] * qw.shape[3], 0
     wdt = "int8" if qz.cfg.weight_bits <= 8 else "int16"
 
     def mac(inp, w, b, suffix):
         args = [inp, qz.const(w, dtype=wdt)] + ([qz.const(b, dtype="int32")] if b is not None else [])
-        return qz.op("conv2d" if op != "dense" else "dense", *args, name=name + suffix, **attrs)
+        return qz.op(op, *args, name=name + suffix, **attrs)
 
     if _reach(w2d, qb, lo, hi) <= limit:
         return mac(x, qw, qb, ""), 1.0
@@ -60,7 +64,7 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
         starts, ends = [0] * len(shape), list(shape)
         starts[axis], ends[axis] = s, e
         xs = qz.op("slice", x, starts=starts, ends=ends, steps=[1] * len(shape), name=f"{name}.x{i}")
-        w = qw[:, s:e] if op == "dense" else qw[:, s:e]
+        w = qw[s:e] if transposed else qw[:, s:e]
         b = qb if i == 0 else None
         parts.append(mac(xs, w, b, f".part{i}"))
         bounds.append(_reach(w2d[:, s * group:e * group], b, lo, hi))
