@@ -3,6 +3,10 @@ anyone against any implementation (docs/conformance.md).
 
     cvm conformance fixtures/conformance/v1 [--backend reference|numba] [--json result.json]
     python -m cvm.conformance generate      # rebuild fixtures/conformance/v1 from make_v1.py
+    python -m cvm.conformance generate fixtures/conformance/v2 --version 2   # opset 1 and 2 cases
+
+Suite v1 holds opset-1 cases only (its manifest says "opset": 1); from v2 on a suite holds cases of
+several opsets: the manifest lists them ("opsets") and each case names its own ("opset").
 
 Suite directory: manifest.json, models/NAME.cvm, inputs/NAME.npy, expected/NAME.OUTPUT.npy.
 This module needs only numpy, msgpack and a keccak256 (no numba), so the reference backend runs
@@ -45,7 +49,8 @@ def _hex(b: bytes) -> str:
     return "0x" + b.hex()
 
 
-def _case_entry(out: Path, name: str, kind: str, op: str, description: str, model_bytes: bytes, x) -> dict:
+def _case_entry(out: Path, name: str, kind: str, op: str, description: str, model_bytes: bytes, x,
+                version: int = 1) -> dict:
     model = loads(model_bytes)
     if len(model.inputs) != 1:
         raise ValueError(f"case {name!r}: conformance cases have exactly one input, the model has {len(model.inputs)}")
@@ -61,14 +66,14 @@ def _case_entry(out: Path, name: str, kind: str, op: str, description: str, mode
         outputs.append({"name": spec.name, "dtype": spec.dtype.name, "shape": list(named[spec.name].shape),
                         "expected": path})
     return {
-        "name": name, "kind": kind, "op": op, "description": description,
-        "model": f"models/{name}.cvm", "model_hash": model.hash_hex, "gas": model.gas,
+        "name": name, "kind": kind, "op": op, **({"opset": model.graph.opset} if version >= 2 else {}),
+        "description": description, "model": f"models/{name}.cvm", "model_hash": model.hash_hex, "gas": model.gas,
         "input": f"inputs/{name}.npy", "input_dtype": x.dtype.name, "input_shape": list(x.shape),
         "outputs": outputs, "output_hash": _hex(output_hash(y)),
     }
 
 
-def write_suite(out: Path, op_cases, model_cases) -> dict:
+def write_suite(out: Path, op_cases, model_cases, version: int = SUITE_VERSION) -> dict:
     """op_cases: (name, op, description, Model, input); model_cases: (name, file bytes, input).
 
     Rewrites out/manifest.json and out/{models,inputs,expected}/ (stale files there are removed)."""
@@ -77,29 +82,32 @@ def write_suite(out: Path, op_cases, model_cases) -> dict:
         (out / sub).mkdir(parents=True, exist_ok=True)
         for f in (out / sub).iterdir():
             f.unlink()
-    cases = [_case_entry(out, name, "op", op, desc, model.to_bytes(), x) for name, op, desc, model, x in op_cases]
-    cases += [_case_entry(out, f"model.{name}", "model", "model", f"whole model fixtures/cvm/{name}.cvm", data, x)
-              for name, data, x in model_cases]
+    cases = [_case_entry(out, name, "op", op, desc, model.to_bytes(), x, version)
+             for name, op, desc, model, x in op_cases]
+    cases += [_case_entry(out, f"model.{name}", "model", "model", f"whole model fixtures/cvm/{name}.cvm", data, x,
+                          version) for name, data, x in model_cases]
     names = [c["name"] for c in cases]
     if len(set(names)) != len(names):
         raise ValueError("case names must be unique")
-    manifest = {"suite": SUITE_NAME, "version": SUITE_VERSION, "opset": 1, "hash": "keccak256",
+    opsets = {"opset": 1} if version == 1 else {"opsets": sorted({c["opset"] for c in cases})}
+    manifest = {"suite": SUITE_NAME, "version": version, **opsets, "hash": "keccak256",
                 "spec": "docs/conformance.md", "cases": cases}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
-def generate(out: Path = DEFAULT_DIR) -> dict:
-    """Rebuild a suite from fixtures/conformance/make_v1.py (needs the repository checkout)."""
+def generate(out: Path = DEFAULT_DIR, version: int = SUITE_VERSION) -> dict:
+    """Rebuild suite `version` from fixtures/conformance/make_v{version}.py (needs the repository checkout)."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("cvm_conformance_cases", GENERATOR)
+    generator = GENERATOR.with_name(f"make_v{version}.py")
+    spec = importlib.util.spec_from_file_location(f"cvm_conformance_cases_v{version}", generator)
     cases = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cases)
     op_cases = []
     for name, op, description, build in cases.CASES:
         model, x = build(cases.SplitMix64(name))
         op_cases.append((name, op, description, model, x))
-    return write_suite(Path(out), op_cases, cases.model_cases())
+    return write_suite(Path(out), op_cases, cases.model_cases(), version)
 
 
 # ---------------------------------------------------------------- running a suite
@@ -209,8 +217,9 @@ def record(result_path: Path, platforms_path: Path, setup_seconds: int | None, r
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m cvm.conformance")
     sub = p.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("generate", help="rebuild a suite from fixtures/conformance/make_v1.py")
+    g = sub.add_parser("generate", help="rebuild a suite from fixtures/conformance/make_vN.py")
     g.add_argument("dir", nargs="?", default=str(DEFAULT_DIR))
+    g.add_argument("--version", type=int, default=SUITE_VERSION, help="suite version (make_vN.py)")
     register(sub)
     r = sub.add_parser("record", help="add a `conformance --json` result to platforms.json")
     r.add_argument("result")
@@ -219,7 +228,7 @@ def main(argv=None) -> int:
     r.add_argument("--run-seconds", type=int, default=None)
     args = p.parse_args(argv)
     if args.command == "generate":
-        m = generate(Path(args.dir))
+        m = generate(Path(args.dir), args.version)
         print(f"wrote {len(m['cases'])} cases to {args.dir}")
         return 0
     if args.command == "record":
