@@ -58,7 +58,12 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
               batch_size: int = 64, percentile: float = 99.99, bits: int = 8,
               progress: bool = True, means: dict[str, np.ndarray] | None = None) -> dict[str, float]:
     """Threshold of every batched tensor of `graph` over every batch of `data`. With `means`, also
-    fills it with the per-sample mean over the data of each tensor of `mac_inputs(graph)`."""
+    fills it with the per-sample mean over the data of each tensor of `mac_inputs(graph)`.
+
+    Streaming: each statistic is taken from a tensor as soon as the float run makes it, and the run
+    frees the tensor after its last reader, so memory holds one batch's live activations, never all
+    of them. A histogram's range is the tensor's absmax over ALL the data, so with several batches
+    the histograms take a second run (the first finds the ranges); with one batch, one run."""
     if method in REMOVED:
         raise ValueError(REMOVED[method])
     if method not in METHODS:
@@ -66,33 +71,48 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
     if isinstance(data, np.ndarray):
         data = {graph.inputs[0].name: data}
     n = len(next(iter(data.values())))
-    total = (n + batch_size - 1) // batch_size
+    one_run = n <= batch_size  # the batch's absmax is the data's: histograms at once
     absmax: dict[str, float] = {}
+    hists: dict[str, np.ndarray] = {}
     wanted = mac_inputs(graph) if means is not None else set()
-    for batch in tqdm(_batches(data, batch_size), total=total, desc="calibrate", disable=not progress, leave=False):
-        _, values = run_float(graph, batch, capture=True)
-        for name, v in values.items():
-            absmax[name] = max(absmax.get(name, 0.0), float(np.max(np.abs(v))) if v.size else 0.0)
-            if name in wanted:
-                means[name] = means.get(name, 0.0) + v.astype(np.float64).sum(axis=0) / n
+
+    def first(name, v):
+        a = np.abs(v)
+        absmax[name] = max(absmax.get(name, 0.0), float(a.max()) if v.size else 0.0)
+        if name in wanted:
+            means[name] = means.get(name, 0.0) + np.sum(v, axis=0, dtype=np.float64) / n
+        if one_run and method != "absmax":
+            hists[name] = _histogram(a, absmax[name])
+
+    def second(name, v):
+        hists[name] = hists.get(name, 0) + _histogram(np.abs(v), absmax[name])
+
+    _run(graph, data, batch_size, first, "calibrate", progress)
     if method == "absmax":
         return absmax
+    if not one_run:
+        _run(graph, data, batch_size, second, f"calibrate ({method})", progress)
+    return {name: _threshold(hist, absmax[name], method, percentile, bits) for name, hist in hists.items()}
 
-    hists = {k: np.zeros(HIST_BINS, np.int64) for k in absmax}
-    for batch in tqdm(_batches(data, batch_size), total=total, desc=f"calibrate ({method})",
-                      disable=not progress, leave=False):
-        _, values = run_float(graph, batch, capture=True)
-        for name, v in values.items():
-            top = absmax[name] or 1.0
-            hists[name] += np.histogram(np.abs(v), bins=HIST_BINS, range=(0, top))[0]
-    out = {}
-    for name, hist in hists.items():
-        edges = np.linspace(0, absmax[name] or 1.0, HIST_BINS + 1)
-        if method == "percentile":
-            cdf = np.cumsum(hist) / max(hist.sum(), 1)
-            i = int(np.searchsorted(cdf, percentile / 100.0))
-            out[name] = float(edges[min(i + 1, HIST_BINS)])
-        else:
-            out[name] = mse_threshold(hist, edges, levels=2 ** (bits - 1) - 1)
-        out[name] = min(out[name], absmax[name]) or absmax[name]
-    return out
+
+def _run(graph, data, batch_size: int, observe, desc: str, progress: bool) -> None:
+    n = len(next(iter(data.values())))
+    total = (n + batch_size - 1) // batch_size
+    for batch in tqdm(_batches(data, batch_size), total=total, desc=desc, disable=not progress, leave=False):
+        run_float(graph, batch, observe=observe)
+
+
+def _histogram(a: np.ndarray, top: float) -> np.ndarray:
+    """HIST_BINS counts of |x| (given as `a`) over [0, top] (top 0: [0, 1])."""
+    return np.histogram(a, bins=HIST_BINS, range=(0, top or 1.0))[0]
+
+
+def _threshold(hist: np.ndarray, absmax: float, method: str, percentile: float, bits: int) -> float:
+    edges = np.linspace(0, absmax or 1.0, HIST_BINS + 1)
+    if method == "percentile":
+        cdf = np.cumsum(hist) / max(hist.sum(), 1)
+        i = int(np.searchsorted(cdf, percentile / 100.0))
+        t = float(edges[min(i + 1, HIST_BINS)])
+    else:
+        t = mse_threshold(hist, edges, levels=2 ** (bits - 1) - 1)
+    return min(t, absmax) or absmax

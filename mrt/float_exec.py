@@ -28,10 +28,11 @@ def _bind_inputs(graph, inputs):
 
 
 def _last_uses(graph):
-    """For each node index, the tensors read for the last time there (freed afterwards)."""
+    """For each node index, the tensors read for the last time there (freed afterwards); an output
+    nobody reads is freed right after the node that made it."""
     last = {}
     for k, node in enumerate(graph.nodes):
-        for name in node.inputs:
+        for name in (*node.inputs, *node.outputs):
             last[name] = k
     keep = set(graph.outputs) | set(graph.initializers)
     frees = [[] for _ in graph.nodes]
@@ -41,13 +42,19 @@ def _last_uses(graph):
     return frees
 
 
-def run_float(graph, inputs, *, capture=False):
+def run_float(graph, inputs, *, capture=False, observe=None):
     """Run `graph` on a batch. `inputs`: {name: array (batch, *shape)} or one array when the
     graph has one input. Returns {output name: float32 array}; with capture=True returns
-    (outputs, values) where values holds every graph input and node output (for calibration).
+    (outputs, values) where values holds every graph input and node output (layer reports).
+
+    observe(name, value), when given, sees every graph input and node output as soon as it exists.
+    Without capture, every value is freed after its last reader ran, so a run holds only the live
+    activations of its batch (calibration streams its statistics through `observe`).
     """
     env = dict(graph.initializers)
     env.update(_bind_inputs(graph, inputs))
+    for spec in graph.inputs if observe else ():
+        observe(spec.name, env[spec.name])
     frees = None if capture else _last_uses(graph)
     for k, node in enumerate(graph.nodes):
         value = OPS[node.op].run(*(env[i] for i in node.inputs), **node.attrs)
@@ -57,6 +64,8 @@ def run_float(graph, inputs, *, capture=False):
             raise GraphError(f"node {node.name!r} ({node.op}) produced {value.shape}, its shape "
                              f"rule says (batch, *{expected})")
         env[out] = value
+        if observe is not None:
+            observe(out, value)
         for name in frees[k] if frees else ():
             del env[name]
     outputs = {name: env[name] for name in graph.outputs}

@@ -1,14 +1,22 @@
 """Multiply-accumulate ops: conv, dense, matmul, and batch_norm (an affine map per channel).
 
-Accumulation is in float64 so that the float reference does not depend on summation order.
+Products and sums are in float64 (ACC) and rounded to float32 once, at the end: summation order
+then almost never shows in the float32 result, so the float reference (and the calibration
+thresholds taken from it) do not depend on the BLAS kernel or the batch size. The work is BLAS
+GEMMs over blocks of samples (conv: im2col, at most BLOCK elements at a time), never a Python loop
+per element.
 """
+from math import prod
+
 import numpy as np
 
 from mrt.errors import GraphError
 from mrt.float_ops.shapes import BATCH, broadcast, is_batched, window_out
-from mrt.float_ops.window import pad_spatial
+from mrt.float_ops.window import out_shape, pad_spatial, shifted, windows_last
 
 F32 = np.float32
+ACC = np.float64
+BLOCK = 1 << 22  # elements of one conv work block (32 MiB in float64): bounds a conv's temporaries
 
 
 def _constant(shape, what, op):
@@ -16,26 +24,51 @@ def _constant(shape, what, op):
         raise GraphError(f"{op}: the {what} must be a constant, not a batched tensor")
 
 
+def _blocks(n, per_sample):
+    """Sample ranges of at most BLOCK elements of work each (at least one sample)."""
+    step = max(1, BLOCK // max(per_sample, 1))
+    return [(s, min(n, s + step)) for s in range(0, n, step)]
+
+
 def conv(x, w, b=None, *, strides, pads, dilations, groups):
-    """Sum over kernel positions of (shifted input) @ (weight slice), channels last: one GEMM
-    per position and group, and memory stays at the size of the input (no im2col copy)."""
-    nd = w.ndim - 2
-    xp = np.ascontiguousarray(np.moveaxis(pad_spatial(x, pads, 0), 1, -1), dtype=np.float64)
-    out = tuple(window_out(xp.shape[1 + i], w.shape[2 + i], strides[i], dilations[i], 0, 0) for i in range(nd))
-    og, cg = w.shape[0] // groups, w.shape[1]
-    y = np.zeros((x.shape[0], *out, w.shape[0]))
-    for g in range(groups):
-        wg = w[g * og:(g + 1) * og].astype(np.float64)
-        for pos in np.ndindex(*w.shape[2:]):
-            window = tuple(slice(pos[i] * dilations[i],
-                                 pos[i] * dilations[i] + (out[i] - 1) * strides[i] + 1,
-                                 strides[i]) for i in range(nd))
-            xs = xp[(slice(None), *window, slice(g * cg, (g + 1) * cg))].reshape(-1, cg)
-            y[..., g * og:(g + 1) * og] += (xs @ wg[(slice(None), slice(None), *pos)].T
-                                            ).reshape(*y.shape[:-1], og)
-    if b is not None:
-        y += b
-    return np.moveaxis(y, -1, 1).astype(F32)
+    """im2col + GEMM, channels last: per block of samples, the windows (kernel positions x input
+    channels of a group) become rows of a matrix that one GEMM per group multiplies by the weights."""
+    (o, cg), kernel = w.shape[:2], w.shape[2:]
+    og = o // groups
+    xp = pad_spatial(x, pads, 0)
+    out = out_shape(xp.shape[2:], kernel, strides, dilations)
+    if cg == 1 and og == 1:
+        return _depthwise(xp, w, b, out, strides, dilations)
+    wm = np.moveaxis(w.reshape(groups, og, cg, *kernel), 2, -1).reshape(groups, og, -1).astype(ACC)
+    bias = None if b is None else b.reshape(groups, 1, og).astype(ACC)
+    y = np.empty((x.shape[0], o, *out), F32)
+    for s, e in _blocks(x.shape[0], prod(out) * prod(kernel) * x.shape[1]):
+        xl = np.moveaxis(xp[s:e], 1, -1).astype(ACC)  # (n, *spatial, C), contiguous
+        v = windows_last(xl, kernel, strides, dilations)  # (n, *out, *kernel, C)
+        v = np.moveaxis(v.reshape(*v.shape[:-1], groups, cg), -2, 0)  # (G, n, *out, *kernel, cg)
+        acc = np.matmul(np.ascontiguousarray(v).reshape(groups, -1, wm.shape[-1]), wm.transpose(0, 2, 1))
+        if bias is not None:
+            acc += bias
+        acc = acc.reshape(groups, e - s, prod(out), og).transpose(1, 0, 3, 2)  # (n, G, og, P)
+        y[s:e] = acc.reshape(e - s, o, *out)
+    return y
+
+
+def _depthwise(xp, w, b, out, strides, dilations):
+    """One input channel per output channel: a multiply-add per kernel position over whole blocks
+    (a GEMM per channel would be a GEMM of one column)."""
+    nd, (n, c) = w.ndim - 2, xp.shape[:2]
+    wk = w.reshape(c, -1).astype(ACC)
+    cshape = (c,) + (1,) * nd
+    y = np.empty((n, c, *out), F32)
+    for s, e in _blocks(n, c * prod(out)):
+        acc = np.zeros((e - s, c, *out), ACC)
+        for k, pos in enumerate(np.ndindex(*w.shape[2:])):
+            acc += shifted(xp[s:e], pos, out, strides, dilations) * wk[:, k].reshape(cshape)
+        if b is not None:
+            acc += b.astype(ACC).reshape(cshape)
+        y[s:e] = acc
+    return y
 
 
 def conv_shape(x, w, b=None, *, strides, pads, dilations, groups):
@@ -57,11 +90,17 @@ def conv_shape(x, w, b=None, *, strides, pads, dilations, groups):
 
 
 def dense(x, w, b=None):
-    """x[..., K] @ w[O, K]^T + b[O]: a fully connected layer (ONNX Gemm, normalised)."""
-    y = x.astype(np.float64) @ w.T.astype(np.float64)
-    if b is not None:
-        y += b
-    return y.astype(F32)
+    """x[..., K] @ w[O, K]^T + b[O]: a fully connected layer (ONNX Gemm, normalised). The weight
+    goes to float64 BLOCK elements at a time (VGG's 103M-element fc6 would double otherwise)."""
+    x64 = x.astype(ACC)
+    y = np.empty((*x.shape[:-1], w.shape[0]), F32)
+    step = max(1, BLOCK // max(w.shape[1], 1))
+    for s in range(0, w.shape[0], step):
+        acc = x64 @ w[s:s + step].astype(ACC).T
+        if b is not None:
+            acc += b[s:s + step]
+        y[..., s:s + step] = acc
+    return y
 
 
 def dense_shape(x, w, b=None):

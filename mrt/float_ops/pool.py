@@ -4,7 +4,7 @@ import numpy as np
 
 from mrt.errors import GraphError
 from mrt.float_ops.shapes import window_out
-from mrt.float_ops.window import kernel_axes, pad_spatial, windows
+from mrt.float_ops.window import kernel_axes, out_shape, pad_spatial, shifted, windows
 
 F32 = np.float32
 
@@ -16,14 +16,24 @@ def with_end_pads(pads, extra):
 
 
 def max_pool(x, *, kernel, strides, pads, dilations):
-    xw = windows(pad_spatial(x, pads, -np.inf), kernel, strides, dilations)
-    return xw.max(axis=kernel_axes(len(kernel))).astype(F32)
+    """The maximum over kernel positions, one vectorised pass per position."""
+    xp = pad_spatial(x, pads, -np.inf)
+    out = out_shape(xp.shape[2:], kernel, strides, dilations)
+    y = None
+    for pos in np.ndindex(*kernel):
+        view = shifted(xp, pos, out, strides, dilations)
+        y = view.astype(F32) if y is None else np.maximum(y, view, out=y)
+    return y
 
 
 def sum_pool(x, *, kernel, strides, pads, dilations):
-    """Window sum with zero padding."""
-    xw = windows(pad_spatial(x.astype(np.float64), pads, 0), kernel, strides, dilations)
-    return xw.sum(axis=kernel_axes(len(kernel))).astype(F32)
+    """Window sum with zero padding (float64, in kernel-position order, rounded once)."""
+    xp = pad_spatial(x, pads, 0)
+    out = out_shape(xp.shape[2:], kernel, strides, dilations)
+    acc = np.zeros((*xp.shape[:2], *out))
+    for pos in np.ndindex(*kernel):
+        acc += shifted(xp, pos, out, strides, dilations)
+    return acc.astype(F32)
 
 
 def avg_pool_counts(spatial, *, kernel, strides, pads, dilations, count_include_pad, ceil_pads):
