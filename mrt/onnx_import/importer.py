@@ -24,6 +24,7 @@ from mrt.graph import Graph
 from mrt.onnx_import import ops_core as core
 from mrt.onnx_import import ops_ml as ml
 from mrt.onnx_import import ops_nn as nn
+from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.context import BATCH_SENTINEL, ImportContext
@@ -65,11 +66,11 @@ HANDLERS = {
     ("", "Pad"): (core.pad, {13, 18, 19, 21, 23, 24, 25}),
     ("", "Identity"): (core.identity, {13, 14, 16, 19, 21, 23, 24, 25}),
     ("", "Dropout"): (core.dropout, {13, 22}),
-    ("", "Cast"): (core.cast, {13, 19, 21, 23, 24, 25}),
     ("", "Shape"): (core.shape, {13, 15, 19, 21, 23, 24, 25}),
     (ML_DOMAIN, "Scaler"): (ml.scaler, {1}),
     (ML_DOMAIN, "LinearClassifier"): (ml.linear_classifier, {1}),
     (ML_DOMAIN, "Normalizer"): (ml.normalizer, {1}),
+    **{("", op): entry for op, entry in unary_ops.HANDLERS.items()},
     **{("", op): entry for op, entry in vision.HANDLERS.items()},
 }
 
@@ -124,8 +125,8 @@ def _handle(ctx, node, opsets):
     domain = node.domain if node.domain != "ai.onnx" else ""
     handler, versions = HANDLERS.get((domain, node.op_type), (None, None))
     if handler is None:
-        raise UnsupportedOp(f"{where(node)}: op {domain + '.' if domain else ''}{node.op_type} is "
-                            "not supported")
+        raise UnsupportedOp(f"{where(node)}: op {domain + '.' if domain else ''}{node.op_type} (opset "
+                            f"{opsets.get(domain, 1)}) is not supported")
     since = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain).since_version
     if since not in versions:
         raise UnsupportedOp(f"{where(node)}: version {since} of {node.op_type} is not supported")

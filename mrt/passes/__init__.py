@@ -8,6 +8,7 @@ from pathlib import Path
 from mrt.passes.fold_batchnorm import fold_batchnorm
 from mrt.passes.fold_constants import fold_constants
 from mrt.passes.fold_input_affine import fold_input_affine
+from mrt.passes.fuse_univariate import fuse_univariate
 from mrt.passes.remove_identity import remove_identity
 from mrt.passes.rewrite_avg_pool import rewrite_avg_pool
 from mrt.passes.rewrite_global_avg_pool import rewrite_global_avg_pool
@@ -23,6 +24,7 @@ DEFAULT_PIPELINE = (
     ("rewrite_global_avg_pool", rewrite_global_avg_pool),
     ("rewrite_avg_pool", rewrite_avg_pool),
     ("fold_input_affine", fold_input_affine),
+    ("fuse_univariate", fuse_univariate),
 )
 
 
@@ -55,5 +57,5 @@ def run_pipeline(graph, passes=DEFAULT_PIPELINE, dump=None):
     return graph
 
 
-__all__ = ["DEFAULT_PIPELINE", "run_pipeline", "dumper", "fold_batchnorm", "fold_constants",
+__all__ = ["DEFAULT_PIPELINE", "run_pipeline", "dumper", "fold_batchnorm", "fold_constants", "fuse_univariate",
            "remove_identity", "rewrite_avg_pool", "rewrite_global_avg_pool", "strip_output_transform"]

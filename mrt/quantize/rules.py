@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mrt.float_ops.unary import run_program
 from mrt.quantize.split import emit_mac
 from cvm.arith import bits_max
 from cvm.limits import MAX_BITS
@@ -181,18 +182,32 @@ def clip(qz, node):
     return QT(name=qz.op("clip", t.name, lo=lo, hi=hi, name=_node_name(node)), scale=t.scale, narrow=True)
 
 
-def _lut(fn):
-    def rule(qz, node):
-        t = qz.narrow(node.inputs[0])
-        lo, hi = qz.interval(t.name)  # the table covers what t may hold (0..2^bits - 1 when unsigned)
-        domain = np.arange(lo, hi + 1, dtype=np.float64) * float(t.scale)
-        values = fn(domain, **node.attrs)
+def _table(qz, node, fn) -> QT:
+    """A lookup table of float function `fn` over every integer value the input may hold (its proven
+    interval: 0..2^bits - 1 when unsigned). Where fn is undefined there (a log or square root of a value
+    the float model never produces) the entry is 0; infinities clamp to the output range."""
+    t = qz.narrow(node.inputs[0])
+    lo, hi = qz.interval(t.name)
+    with np.errstate(all="ignore"):
+        values = np.nan_to_num(fn(np.arange(lo, hi + 1, dtype=np.float64) * float(t.scale)), nan=0.0)
         bits = qz.act_bits(node.outputs[0]) + (qz.cfg.unsigned_activations and bool(values.min() >= 0))  # sigmoid
         m, out_scale = bits_max(bits), qz.scale_of(node.outputs[0], bits)
         table = np.clip(np.round(values / out_scale), -m, m).astype(np.int64)
-        out = qz.op("lut", t.name, qz.const(table), offset=lo, name=_node_name(node))
-        return QT(name=out, scale=np.asarray(out_scale), narrow=True)
+    out = qz.op("lut", t.name, qz.const(table), offset=lo, name=_node_name(node))
+    return QT(name=out, scale=np.asarray(out_scale), narrow=True)
+
+
+def _lut(fn):
+    def rule(qz, node):
+        return _table(qz, node, lambda x: fn(x, **node.attrs))
     return rule
+
+
+def univariate(qz, node):
+    """A fused chain of element-wise ops (mrt.passes.fuse_univariate): one table, computed with the
+    float model's own float32 ops."""
+    program = node.attrs["program"]
+    return _table(qz, node, lambda x: run_program(x.astype(np.float32), program).astype(np.float64))
 
 
 def _sigmoid(x):
@@ -283,7 +298,7 @@ def concat(qz, node):
 RULES = {
     "conv": conv, "dense": dense, "matmul": matmul,
     "add": add_sub, "sub": add_sub, "mul": mul, "div": div,
-    "relu": relu, "clip": clip, "softmax": softmax,
+    "relu": relu, "clip": clip, "softmax": softmax, "univariate": univariate,
     **{name: _lut(fn) for name, fn in LUT_FUNCTIONS.items()},
     "max_pool": max_pool, "sum_pool": sum_pool, "sum": sum_,
     "flatten": _passthrough("flatten", lambda a: {}),

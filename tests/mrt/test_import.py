@@ -203,7 +203,7 @@ def test_sklearn_pipeline(dataset, ort):
 # -- loud refusals ---------------------------------------------------------------------------
 
 REFUSED = {
-    "unknown_op": ([N("Erf", ["x"], ["y"], name="erf1")], {}, "Erf node 'erf1'"),
+    "unknown_op": ([N("Einsum", ["x"], ["y"], name="e1", equation="ni->ni")], {}, "Einsum node 'e1': op Einsum"),
     "div_by_activation": ([N("Div", ["x", "x"], ["y"], name="d")], {}, "non-constant divisor"),
     "reshape_merging_batch": ([N("Reshape", ["x", "t"], ["y"], name="r")], {"t": i64([-1])},
                               "batch axis"),

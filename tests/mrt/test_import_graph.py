@@ -58,7 +58,7 @@ def test_toposort_and_order_check(rng):
 
 
 @pytest.mark.parametrize("node, message", [
-    (Node("gelu", ("x",), ("y",)), "unknown op 'gelu'"),
+    (Node("swizzle", ("x",), ("y",)), "unknown op 'swizzle'"),
     (Node("relu", ("x",), ("y",), {"alpha": 1.0}), "attributes"),
     (Node("add", ("x",), ("y",)), "takes 2..2 inputs"),
     (Node("transpose", ("x",), ("y",), {"perm": (1, 0, 2, 3)}), "moves the batch axis"),
