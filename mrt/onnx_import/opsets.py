@@ -36,11 +36,31 @@ def upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
         raise UnsupportedOp(f"model opset {opset}: MRT imports opsets {OLDEST_OPSET}..{MAX_OPSET} "
                             f"(older models: re-export them at opset {MIN_OPSET} or newer)")
     try:
-        return version_converter.convert_version(model, MIN_OPSET)
+        upgraded = version_converter.convert_version(model, MIN_OPSET)
     except Exception as e:  # noqa: BLE001 - the converter raises many types; each is the model's limit
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UnsupportedOp(f"model opset {opset}: onnx.version_converter could not upgrade it to opset "
                             f"{MIN_OPSET} ({first})") from None
+    if opset < 11:
+        _keep_asymmetric(model, upgraded)
+    return upgraded
+
+
+def _keep_asymmetric(old: onnx.ModelProto, new: onnx.ModelProto) -> None:
+    """Upsample and Resize-10 sample at asymmetric coordinates (x_in = x_out / scale; nearest floors it).
+    The converter's Resize 10 -> 11 step leaves the new defaults (half_pixel, round_prefer_floor), which
+    move every linear sample and, at fractional scales, nearest ones; set what the old model meant on
+    each Resize it made from one of them (found by output name)."""
+    old_resizes = {n.output[0] for n in old.graph.node if n.op_type in ("Upsample", "Resize")}
+    for node in new.graph.node:
+        if node.op_type == "Resize" and node.output[0] in old_resizes:
+            mode = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "mode"), b"nearest")
+            meant = {"coordinate_transformation_mode": "asymmetric"}
+            if mode == b"nearest":
+                meant["nearest_mode"] = "floor"
+            for a in [a for a in node.attribute if a.name in meant]:
+                node.attribute.remove(a)
+            node.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in meant.items())
 
 
 def opsets(model: onnx.ModelProto) -> dict[str, int]:

@@ -112,10 +112,8 @@ def test_resize_10_and_upsample_upgraded(rng):
         check(model, (2, 3, 4), rng)
 
 
-@pytest.mark.xfail(strict=True, reason="onnx.version_converter's Resize 10 -> 11 step leaves "
-                   "coordinate_transformation_mode at the new default half_pixel, where Resize-10 and Upsample "
-                   "are asymmetric: mrt/onnx_import/opsets.py should set it on the upgraded node")
 def test_linear_resize_10_and_upsample_upgraded(rng):
+    """onnx.version_converter leaves these at half_pixel; mrt.onnx_import.opsets restores asymmetric."""
     for model in _old_linear_models():
         check(model, (2, 3, 4), rng)
 
