@@ -1,4 +1,4 @@
-"""fold_batchnorm: merge inference-mode batch_norm into the conv/dense before it, so the
+"""fold_batchnorm: merge inference-mode batch_norm into the conv/conv_transpose/dense before it, so the
 quantizer sees one multiply-accumulate with adjusted weights instead of two affine maps.
 
 y = (x - mean) / sqrt(var + eps) * scale + bias = x * k + t per channel, with
@@ -20,9 +20,19 @@ def _affine(graph, bn):
 
 def _foldable_producer(graph, bn):
     p = graph.producer(bn.inputs[0])
-    if p is None or p.op not in ("conv", "dense") or sole_consumer(graph, bn.inputs[0]) is not bn:
+    if p is None or p.op not in ("conv", "conv_transpose", "dense") or sole_consumer(graph, bn.inputs[0]) is not bn:
         return None
     return p if channel_axis(graph, p) == 1 else None  # dense: only when channels are axis 1
+
+
+def _scale_outputs(node, w, k):
+    """The weight with output channel o scaled by k[o]: conv/dense weights have the output channel first;
+    a transposed conv's are (C_in, C_out / groups, kh, kw), output channel g * C_out/groups + j."""
+    if node.op != "conv_transpose":
+        return w * k.reshape(-1, *[1] * (w.ndim - 1))
+    g = node.attrs["groups"]
+    split = w.reshape(g, w.shape[0] // g, *w.shape[1:])
+    return (split * k.reshape(g, 1, w.shape[1], *[1] * (w.ndim - 2))).reshape(w.shape)
 
 
 def fold_batchnorm(graph):
@@ -36,7 +46,7 @@ def fold_batchnorm(graph):
         if p is not None:
             w = graph.initializers[p.inputs[1]].astype(np.float64)
             b = graph.initializers[p.inputs[2]].astype(np.float64) if len(p.inputs) > 2 else 0.0
-            w_name = consts.add(f"{p.inputs[1]}/bn", w * k.reshape(-1, *[1] * (w.ndim - 1)))
+            w_name = consts.add(f"{p.inputs[1]}/bn", _scale_outputs(p, w, k))
             b_name = consts.add(f"{p.name or p.outputs[0]}/bias_bn", b * k + t)
             folded = Node(p.op, (p.inputs[0], w_name, b_name), bn.outputs, p.attrs, p.name)
             nodes[nodes.index(p)] = folded

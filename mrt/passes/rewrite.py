@@ -15,8 +15,8 @@ def sole_consumer(graph, name):
 
 
 def channel_axis(graph, node):
-    """The output-channel axis of a conv (1) or dense (last) node's output."""
-    return 1 if node.op == "conv" else len(graph.full_shape(node.outputs[0])) - 1
+    """The output-channel axis of a conv or conv_transpose (1) or dense (last) node's output."""
+    return 1 if node.op in ("conv", "conv_transpose") else len(graph.full_shape(node.outputs[0])) - 1
 
 
 def channel_vector(const, full_shape, axis):

@@ -123,3 +123,18 @@ def test_shared_intermediate_keeps_both_consumers():
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
     np.testing.assert_allclose(out["y"], want[0], rtol=1e-6)
     np.testing.assert_allclose(out[g.outputs[1]], want[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_batchnorm_folds_into_conv_transpose(groups):
+    rng = np.random.default_rng(6)
+    c = 4
+    inits = [_const("w", rng.normal(size=(c, 6 // groups, 3, 3))), _const("sc", rng.uniform(0.5, 2, 6)),
+             _const("b", rng.normal(size=6)), _const("m", rng.normal(size=6)), _const("v", rng.uniform(0.5, 2, 6))]
+    nodes = [N("ConvTranspose", ["x", "w"], ["t"], strides=[2, 2], group=groups),
+             N("BatchNormalization", ["t", "sc", "b", "m", "v"], ["y"])]
+    model = _model(nodes, inits, shape=(c, 5, 5))
+    g = run_pipeline(import_onnx(model), DEFAULT_PIPELINE)
+    assert [n.op for n in g.nodes] == ["conv_transpose"]
+    x = rng.normal(size=(2, c, 5, 5)).astype(np.float32)
+    np.testing.assert_allclose(run_float(g, {"x": x})["y"], _ort(model, x), rtol=1e-4, atol=1e-4)
