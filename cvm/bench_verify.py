@@ -24,6 +24,8 @@ from .format import encode_file, encode_graph
 from .ir import Graph, Input, Node
 from .report import table
 
+V1 = limits.LIMITS[1]  # the worst files of opset 1 (graphs within its limits are written in it)
+
 
 def _file(inputs, constants, nodes, outputs) -> bytes:
     return encode_file(encode_graph(Graph(inputs, constants, nodes, outputs)), {})
@@ -34,14 +36,14 @@ def many_constants(n: int = 100_000) -> bytes:
     x = Input("x", (1,), 8)
     consts = {f"c{i}": np.array([i % 100], np.int8) for i in range(n)}
     nodes, prev = [], "x"
-    for i in range(min(n, limits.MAX_NODES // 2)):
+    for i in range(min(n, V1.nodes // 2)):
         nodes.append(Node("add", (prev, f"c{i}"), f"a{i}"))
         nodes.append(Node("clip", (f"a{i}",), f"y{i}", {"lo": -100, "hi": 100}))
         prev = f"y{i}"
     return _file([x], consts, nodes, [prev])
 
 
-def shared_weight_dense(rows: int = 1 << 16, nodes_n: int = limits.MAX_NODES) -> bytes:
+def shared_weight_dense(rows: int = 1 << 16, nodes_n: int = V1.nodes) -> bytes:
     """One 65536 x 1 weight read by 2048 dense nodes, each after a clip that gives its input another
     interval: each node's MAC bound is three vector passes over the weight's cached row sums, so the
     work is proportional to the node's output elements, which the activation limit caps (2^28 bytes
@@ -69,7 +71,7 @@ def memory_chain(n: int = 257) -> bytes:
     for i in range(n):
         nodes.append(Node("max_pool2d", (prev,), f"p{i}", {"kernel": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1)}))
         nodes.append(Node("relu", (f"p{i}",), f"r{i}"))
-    return _file([x], {}, nodes[:limits.MAX_NODES], [nodes[-1].output])
+    return _file([x], {}, nodes[:V1.nodes], [nodes[-1].output])
 
 
 def big_lut_chain(n: int = 2000) -> bytes:
@@ -88,7 +90,7 @@ def random_bytes(n: int = 64 << 20) -> bytes:
     return np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8).tobytes()
 
 
-def big_constant(n: int = limits.MAX_TENSOR_ELEMENTS) -> bytes:
+def big_constant(n: int = V1.constant_elements) -> bytes:
     """One 2^24-element int32 weight (64 MB) in a dense layer: decoding, statistics and MAC bound."""
     x = Input("x", (1 << 12,), 8)
     w = np.resize(np.array([1, -2, 3], np.int32), (n // (1 << 12), 1 << 12))

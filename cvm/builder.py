@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import Graph, Input, Node
-from .limits import MAX_BITS
+from .limits import MAX_BITS, Footprint
 from .arith import bits_for
 from .values import storage_dtype
 
@@ -51,9 +51,10 @@ class GraphBuilder:
         self.nodes.append(Node(op, tuple(inputs), name, attrs))
         return name
 
-    def graph(self, outputs) -> Graph:
+    def graph(self, outputs, footprint: Footprint | None = None) -> Graph:
+        """footprint: sizes beyond the structure (a Verifier's, with the activations), for the opset choice."""
         outputs = [outputs] if isinstance(outputs, str) else list(outputs)
-        return Graph(list(self.inputs), dict(self.constants), list(self.nodes), outputs, self.opset)
+        return Graph(list(self.inputs), dict(self.constants), list(self.nodes), outputs, self.opset, footprint)
 
     def build(self, outputs, meta: dict | None = None):
         from .model import Model

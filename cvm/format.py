@@ -88,18 +88,11 @@ def _ints(v, what: str) -> list[int]:
     return v
 
 
-def decode_graph(consensus: bytes) -> Graph:
-    obj = _unpack(consensus, "the graph")
-    _expect(isinstance(obj, dict) and sorted(obj) == ["constants", "inputs", "nodes", "opset", "outputs", "version"],
-            "the graph must be a map with keys constants, inputs, nodes, opset, outputs, version")
-    _expect(_is_int(obj["version"]) and obj["version"] == FORMAT_VERSION, f"unsupported format version {obj['version']!r} (this CVM reads {FORMAT_VERSION})")
-    _expect(_is_int(obj["opset"]), "opset must be an integer")
-    for key in ("constants", "inputs", "nodes", "outputs"):
-        _expect(isinstance(obj[key], list), f"{key} must be a list")
-    _expect(len(obj["nodes"]) <= limits.MAX_NODES, f"{len(obj['nodes'])} nodes > limit {limits.MAX_NODES}")
-
+def _decode_constants(entries: list, lim: limits.Limits) -> dict[str, np.ndarray]:
+    """The constants, each checked against its opset's limits before its array is made (their total
+    is the verifier's limits.constants)."""
     constants = {}
-    for entry in obj["constants"]:
+    for entry in entries:
         _expect(isinstance(entry, list) and len(entry) == 4, "a constant must be [name, dtype, shape, data]")
         name, dt, shape, data = entry
         _expect(isinstance(name, str), "a constant name must be a string")
@@ -110,13 +103,27 @@ def decode_graph(consensus: bytes) -> Graph:
         n = 1
         for d in shape:
             n *= d
-        _expect(n <= limits.MAX_TENSOR_ELEMENTS, f"constant {name!r} has {n} elements > limit {limits.MAX_TENSOR_ELEMENTS}")
+        _expect(n <= lim.constant_elements, f"constant {name!r} has {n} elements > limit {lim.constant_elements}")
         _expect(isinstance(data, bytes), f"constant {name!r} data must be bytes")
         dtype = DTYPE_NAMES[dt]
         _expect(len(data) == n * dtype.itemsize,
                 f"constant {name!r}: {len(data)} bytes of data for shape {shape} of {dt} ({n * dtype.itemsize} expected)")
         _expect(name not in constants, f"constant {name!r} is defined twice")
         constants[name] = np.frombuffer(data, dtype=dtype).reshape(shape)
+    return constants
+
+
+def decode_graph(consensus: bytes) -> Graph:
+    obj = _unpack(consensus, "the graph")
+    _expect(isinstance(obj, dict) and sorted(obj) == ["constants", "inputs", "nodes", "opset", "outputs", "version"],
+            "the graph must be a map with keys constants, inputs, nodes, opset, outputs, version")
+    _expect(_is_int(obj["version"]) and obj["version"] == FORMAT_VERSION, f"unsupported format version {obj['version']!r} (this CVM reads {FORMAT_VERSION})")
+    _expect(_is_int(obj["opset"]), "opset must be an integer")
+    for key in ("constants", "inputs", "nodes", "outputs"):
+        _expect(isinstance(obj[key], list), f"{key} must be a list")
+    lim = limits.of(obj["opset"])  # an unknown opset: the newest limits here, refused by the verifier
+    _expect(len(obj["nodes"]) <= lim.nodes, f"{len(obj['nodes'])} nodes > limit {lim.nodes}")
+    constants = _decode_constants(obj["constants"], lim)
 
     inputs = []
     for entry in obj["inputs"]:
@@ -148,6 +155,12 @@ def decode_graph(consensus: bytes) -> Graph:
 
 def encode_file(consensus: bytes, meta: dict) -> bytes:
     return msgpack.packb({"format": FORMAT_NAME, "graph": consensus, "meta": meta}, use_bin_type=True)
+
+
+def check_file_size(size: int, opset: int) -> None:
+    """A file within the limit of the opset its graph names (decode_file checked the largest limit,
+    before the opset was known)."""
+    _expect(size <= limits.of(opset).file_bytes, f"file is {size} bytes > limit {limits.of(opset).file_bytes} of opset {opset}")
 
 
 def decode_file(data: bytes) -> tuple[bytes, dict]:

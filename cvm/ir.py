@@ -1,10 +1,11 @@
 """The integer graph: inputs, constants, a flat topologically ordered node list, outputs."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 
+from .limits import Footprint, static_footprint
 from .ops import lowest_opset
 
 
@@ -33,11 +34,13 @@ class Graph:
     constants: dict[str, np.ndarray]  # int8 / int16 / int32 arrays
     nodes: list[Node]
     outputs: list[str]
-    opset: int | None = None  # None: the lowest opset that holds every op of the graph (ops.lowest_opset)
+    opset: int | None = None  # None: the lowest opset that holds every op and admits the graph's size
+    footprint: InitVar[Footprint | None] = None  # sizes known beyond the structure (activations: the verifier's)
 
-    def __post_init__(self):
+    def __post_init__(self, footprint: Footprint | None):
         if self.opset is None:
-            self.opset = lowest_opset({n.op for n in self.nodes})
+            size = static_footprint(self.inputs, self.constants, self.nodes)
+            self.opset = lowest_opset({n.op for n in self.nodes}, size if footprint is None else size | footprint)
 
     def __str__(self) -> str:
         lines = [f"input {i.name}: {list(i.shape)} bits={i.bits}" for i in self.inputs]

@@ -13,7 +13,7 @@ import numpy as np
 from . import limits, meta as meta_schema
 from .errors import FormatError, GasLimitExceeded, InputError
 from .gas import CALL_BASE_GAS, GAS_PER_IO_BYTE
-from .format import decode_file, decode_graph, encode_file, encode_graph, model_hash
+from .format import check_file_size, decode_file, decode_graph, encode_file, encode_graph, model_hash
 from .ir import Graph
 from .arith import bits_max
 from .values import storage_dtype
@@ -58,7 +58,9 @@ class Model:
     @classmethod
     def from_bytes(cls, data: bytes) -> "Model":
         consensus, meta = decode_file(data)
-        return cls(decode_graph(consensus), meta, consensus=consensus)
+        graph = decode_graph(consensus)
+        check_file_size(len(data), graph.opset)
+        return cls(graph, meta, consensus=consensus)
 
     def to_bytes(self) -> bytes:
         return encode_file(self.consensus_bytes, self.meta)
@@ -143,9 +145,10 @@ class Model:
         needed = self.cost(batch)
         if gas_limit is not None and needed > gas_limit:
             raise GasLimitExceeded(needed, gas_limit)
-        if batch * self.analysis.activation_bytes > limits.MAX_RUN_BYTES:
+        run_bytes = limits.of(self.graph.opset).run_bytes
+        if batch * self.analysis.activation_bytes > run_bytes:
             raise InputError(f"batch {batch} needs {batch * self.analysis.activation_bytes} bytes of activations "
-                             f"> limit {limits.MAX_RUN_BYTES}; run smaller batches")
+                             f"> limit {run_bytes}; run smaller batches")
         outputs = self.runner(backend)(named, **options)
         return outputs if len(outputs) > 1 else next(iter(outputs.values()))
 

@@ -1,4 +1,5 @@
-"""Load-time checks of an untrusted graph: structure, shapes, bits, int32/int64 safety, limits, cost.
+"""Load-time checks of an untrusted graph: structure, shapes, bits, int32/int64 safety, limits (those of the
+graph's opset, cvm.limits.LIMITS), cost.
 
 Every failure is a VerifyError naming the node and the rule (docs/spec.md, "Verification").
 Nothing here allocates anything larger than the constants already in the file.
@@ -49,15 +50,15 @@ def _check_name(name, what: str) -> None:
                                             "characters of [A-Za-z0-9_.:/-]")
 
 
-def _check_shape(shape, what: str, node: str | None = None) -> None:
+def _check_shape(shape, what: str, max_elements: int, node: str | None = None) -> None:
     if len(shape) > limits.MAX_RANK:
         raise LimitError("limits.rank", f"{what} has rank {len(shape)} > {limits.MAX_RANK}", node)
     if any(d < 1 for d in shape):
         raise VerifyError("shape.empty", f"{what} has a dimension < 1: {list(shape)}", node)
     if any(d > limits.MAX_DIM for d in shape):
         raise LimitError("limits.dim", f"{what} has a dimension > {limits.MAX_DIM}: {list(shape)}", node)
-    if elements(shape) > limits.MAX_TENSOR_ELEMENTS:
-        raise LimitError("limits.elements", f"{what} has {elements(shape)} elements > {limits.MAX_TENSOR_ELEMENTS}", node)
+    if elements(shape) > max_elements:
+        raise LimitError("limits.elements", f"{what} has {elements(shape)} elements > {max_elements}", node)
 
 
 def _check_bits(lo: int, hi: int, node: str) -> int:
@@ -78,11 +79,12 @@ class Verifier:
         if self.ops is None:
             raise VerifyError("structure.opset", f"unknown opset {opset}; known: {sorted(OPSETS)}")
         self.opset = opset
+        self.limits = limits.of(opset)
         self.tensors: dict[str, TensorInfo] = {}
         self.constants: dict[str, ConstStats] = {}
         self.attrs: list[dict] = []
         self.costs: list[int] = []
-        self.const_elements = self.act_bytes = self.acc_bits = 0
+        self.const_elements = self.act_bytes = self.acc_bits = self.largest_constant = self.largest_tensor = 0
 
     def _define(self, name: str, info: TensorInfo, what: str) -> TensorInfo:
         _check_name(name, what)
@@ -92,7 +94,8 @@ class Verifier:
         return info
 
     def add_input(self, inp) -> TensorInfo:
-        _check_shape(inp.shape, f"input {inp.name!r}")
+        _check_shape(inp.shape, f"input {inp.name!r}", self.limits.tensor_elements)
+        self.largest_tensor = max(self.largest_tensor, elements(inp.shape))
         if not 1 <= inp.bits <= limits.MAX_BITS:
             raise VerifyError("structure.bits", f"input {inp.name!r} has bits {inp.bits}, not in 1..{limits.MAX_BITS}")
         m = bits_max(inp.bits)
@@ -101,22 +104,23 @@ class Verifier:
     def add_constant(self, name: str, values: np.ndarray) -> TensorInfo:
         if values.dtype not in DTYPE_NAMES.values():
             raise VerifyError("structure.dtype", f"constant {name!r} has dtype {values.dtype}; allowed: {sorted(DTYPE_NAMES)}")
-        _check_shape(values.shape, f"constant {name!r}")
+        _check_shape(values.shape, f"constant {name!r}", self.limits.constant_elements)
         self.const_elements += values.size
+        self.largest_constant = max(self.largest_constant, int(values.size))
         lo, hi = int(values.min()), int(values.max())
         info = self._define(name, TensorInfo(tuple(values.shape), lo, hi, bits_for(lo, hi), "const"), "constant")
         self.constants[name] = ConstStats(values)
         return info
 
     def check_constants(self) -> None:
-        if self.const_elements > limits.MAX_CONSTANT_ELEMENTS:
+        if self.const_elements > self.limits.total_constant_elements:
             raise LimitError("limits.constants",
-                             f"constants hold {self.const_elements} elements > {limits.MAX_CONSTANT_ELEMENTS}")
+                             f"constants hold {self.const_elements} elements > {self.limits.total_constant_elements}")
 
     def add_node(self, node) -> TensorInfo:
         where = node.output
-        if len(self.attrs) >= limits.MAX_NODES:
-            raise LimitError("limits.nodes", f"more than {limits.MAX_NODES} nodes")
+        if len(self.attrs) >= self.limits.nodes:
+            raise LimitError("limits.nodes", f"more than {self.limits.nodes} nodes")
         opdef = self.ops.get(node.op)
         if opdef is None:
             raise VerifyError("node.op", f"unknown op {node.op!r} (opset {self.opset})", where)
@@ -141,7 +145,7 @@ class Verifier:
         try:
             attrs = opdef.resolve_attrs(node.attrs)
             shape = opdef.shape(args, attrs)
-            _check_shape(shape, "output", where)
+            _check_shape(shape, "output", self.limits.tensor_elements, where)
             lo, hi = opdef.bound(args, attrs, shape)
             cost = gas.GAS_PER_NODE + opdef.cost(args, attrs, shape)
         except RuleError as e:
@@ -151,15 +155,21 @@ class Verifier:
             self.acc_bits = max(self.acc_bits, bits)
         info = self._define(node.output, TensorInfo(shape, int(lo), int(hi), bits, "activation"), "node output")
         self.act_bytes += elements(shape) * storage_dtype(bits).itemsize
+        self.largest_tensor = max(self.largest_tensor, elements(shape))
         self._check_memory(where)  # after every node: later nodes' work is never done for a model over the limit
         self.attrs.append(attrs)
         self.costs.append(cost)
         return info
 
     def _check_memory(self, where: str) -> None:
-        if self.act_bytes > limits.MAX_ACTIVATION_BYTES:
+        if self.act_bytes > self.limits.activation_bytes:
             raise LimitError("limits.memory", f"activations need {self.act_bytes} bytes per sample > "
-                                              f"{limits.MAX_ACTIVATION_BYTES}", where)
+                                              f"{self.limits.activation_bytes}", where)
+
+    def footprint(self) -> limits.Footprint:
+        """The size of what was admitted so far (for the lowest opset whose limits admit it)."""
+        return limits.Footprint(len(self.attrs), self.largest_tensor, self.largest_constant, self.const_elements,
+                                self.act_bytes)
 
     def finish(self, outputs: list[str]) -> Analysis:
         self.check_constants()
@@ -177,8 +187,8 @@ class Verifier:
 def verify(graph: Graph) -> Analysis:
     """Check every rule of the spec; return the proven facts, or raise VerifyError."""
     v = Verifier(graph.opset)
-    if len(graph.nodes) > limits.MAX_NODES:  # before any work
-        raise LimitError("limits.nodes", f"{len(graph.nodes)} nodes > {limits.MAX_NODES}")
+    if len(graph.nodes) > v.limits.nodes:  # before any work
+        raise LimitError("limits.nodes", f"{len(graph.nodes)} nodes > {v.limits.nodes}")
     if not graph.inputs:
         raise VerifyError("structure.inputs", "the model has no inputs")
     if not graph.outputs:

@@ -68,6 +68,8 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
         raise ValueError(REMOVED[method])
     if method not in METHODS:
         raise ValueError(f"unknown calibration method {method!r}; choose from {METHODS}")
+    if batch_size < 1:
+        raise ValueError(f"calibration batch size {batch_size} must be at least 1")
     if isinstance(data, np.ndarray):
         data = {graph.inputs[0].name: data}
     n = len(next(iter(data.values())))

@@ -210,9 +210,9 @@ def infer_node_shape(node, in_shapes):
     except (TypeError, ValueError, IndexError) as e:  # e.g. arithmetic on the batch axis
         raise GraphError(f"{where}: bad attributes or shapes {in_shapes}: {e}") from None
     elements = math.prod(d for d in out if d is not BATCH)
-    if elements > cvm.limits.MAX_TENSOR_ELEMENTS:  # refused before calibration tries to allocate it
+    if elements > cvm.limits.NEWEST.tensor_elements:  # refused before calibration tries to allocate it
         raise GraphError(f"{where}: output shape {_shape_text(out)} has {elements} elements per sample "
-                         f"> CVM's limit {cvm.limits.MAX_TENSOR_ELEMENTS}")
+                         f"> CVM's limit {cvm.limits.NEWEST.tensor_elements} [limits.elements]")
     return out
 
 

@@ -16,6 +16,7 @@ from eth_hash.auto import keccak
 import cvm
 from mrt.calibrate import calibrate, data_hash
 from mrt.errors import BadInput
+from mrt.limits import check_import
 from mrt.onnx_import import import_onnx
 from mrt.passes import DEFAULT_PIPELINE, dumper, run_pipeline, strip_output_transform
 from mrt.quantize import config_for, emit, verify
@@ -95,6 +96,7 @@ def _import(c: Conversion):
                       else src if isinstance(src, bytes) else src.SerializeToString())
     shapes = c.options.input_shapes or calibration_shapes(c.calibration)
     c.graph = import_onnx(_onnx_from_bytes(src) if isinstance(src, bytes) else src, shapes)
+    check_import(c.graph)  # a model too large for the format fails here, not after calibration
     return c.graph
 
 

@@ -305,7 +305,7 @@ def test_div_by_the_largest_divisors():
 
 
 def test_sum_and_max_over_2_24_elements():
-    n = limits.MAX_TENSOR_ELEMENTS
+    n = limits.LIMITS[1].tensor_elements
     b = cvm.GraphBuilder()
     x = b.input("x", (16, n // 16), bits=8)
     model = b.build([b.op("sum", x, axes=[0, 1]), b.op("max", x, axes=[1, 0])])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Iterable, Mapping, TypeVar
 
+from .. import limits
 from . import elementwise, layout, linear, pool, rescale, vision
 from .base import Arg, OpDef, RuleError
 
@@ -39,15 +40,19 @@ OPSETS = MappingProxyType({1: OPSET_V1, 2: OPSET_V2})
 LATEST_OPSET = max(OPSETS)
 
 
-def lowest_opset(ops: Iterable[str]) -> int:
-    """The oldest opset in which every op of `ops` has its newest definition: the opset a graph of these
-    ops is written in, so that a graph built from opset-1 ops keeps its opset-1 bytes and hash. An op no
-    opset knows gives the newest opset (whose verifier then names the op)."""
+def lowest_opset(ops: Iterable[str], footprint: limits.Footprint | None = None) -> int:
+    """The oldest opset in which every op of `ops` has its newest definition and whose limits
+    (cvm.limits.LIMITS) admit `footprint`: the opset a graph of these ops is written in, so that a graph
+    built from opset-1 ops within opset 1's limits keeps its opset-1 bytes and hash. An op no opset knows,
+    or a footprint no opset admits, gives the newest opset (whose verifier then names the op or limit)."""
     latest = OPSETS[LATEST_OPSET]
+    ops = set(ops)
     for opset in sorted(OPSETS):
-        if all(latest.get(op) is not None and OPSETS[opset].get(op) is latest[op] for op in ops):
+        if (all(latest.get(op) is not None and OPSETS[opset].get(op) is latest[op] for op in ops)
+                and (footprint is None or footprint.excess(limits.of(opset)) is None)):
             return opset
     return LATEST_OPSET
+
 
 __all__ = ["Arg", "OpDef", "RuleError", "OPSETS", "OPSET_V1", "OPSET_V2", "LATEST_OPSET", "derive", "by_opset",
            "lowest_opset"]

@@ -59,7 +59,7 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     meta = dict(meta or {})
     meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
                  "quantization": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()}})
-    return qz.b.graph(outputs), meta
+    return qz.b.graph(outputs, footprint=qz.bounds.footprint()), meta
 
 
 def verify(emitted: tuple[cvm.Graph, dict], config: QuantConfig) -> cvm.Model:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from cvm.ir import Input, Node
+from cvm.limits import Footprint
 from cvm.verify import TensorInfo, Verifier
 
 
@@ -37,3 +38,7 @@ class Bounds:
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.info(name).shape
+
+    def footprint(self) -> Footprint:
+        """The size of the graph so far, activations included (for the lowest opset that admits it)."""
+        return self._verifier.footprint()

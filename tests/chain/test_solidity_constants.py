@@ -15,7 +15,9 @@ CONSTANT = re.compile(r"\b(?:uint\d*|int\d*|address)\s+(?:public\s+|internal\s+|
 MIRRORS = {  # (contract file, constant) -> the Python value it must equal
     ("ModelRegistry", "MAX_BITS"): limits.MAX_BITS,
     ("ModelRegistry", "MAX_RANK"): limits.MAX_RANK,
-    ("ModelRegistry", "MAX_SAMPLE_BYTES"): limits.MAX_TENSOR_ELEMENTS * 4,  # int32 elements, 4 bytes each
+    # int32 elements, 4 bytes each: opset 1's per-sample tensor limit (opset 2 admits larger tensors;
+    # the registry does not register models whose input or output sample is larger than this yet)
+    ("ModelRegistry", "MAX_SAMPLE_BYTES"): limits.LIMITS[1].tensor_elements * 4,
     ("ICVM", "PRECOMPILE"): int.from_bytes(CVM_PRECOMPILE_ADDRESS, "big"),
 }
 SOLIDITY_ONLY = {  # constants with no Python counterpart, and why

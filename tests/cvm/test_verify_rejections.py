@@ -6,10 +6,14 @@ import cvm
 from cvm.ir import Graph, Input, Node
 
 
-def graph(nodes, consts=None, inputs=None, outputs=None):
+def graph(nodes, consts=None, inputs=None, outputs=None, opset=None):
     inputs = inputs or [Input("x", (4,), 8)]
     consts = {k: np.asarray(v, np.int8) if not isinstance(v, np.ndarray) else v for k, v in (consts or {}).items()}
-    return Graph(inputs, consts, nodes, outputs or [nodes[-1].output])
+    return Graph(inputs, consts, nodes, outputs or [nodes[-1].output], opset)
+
+
+def relu_chain(n, opset=None):
+    return graph([Node("relu", ("x" if i == 0 else f"n{i - 1}",), f"n{i}") for i in range(n)], opset=opset)
 
 
 W = {"w": [[1, 2, 3, 4]]}
@@ -33,8 +37,10 @@ CASES = {
                    "value.lut_domain", "not covered"),
     "divisor may be zero": (graph([Node("div", ("x", "x"), "y")]), "value.divisor", "not proven >= 1"),
     "huge dimension": (graph([Node("relu", ("x",), "y")], inputs=[Input("x", (1 << 21,), 8)]), "limits.dim", "> 1048576"),
-    "too many elements": (graph([Node("relu", ("x",), "y")], inputs=[Input("x", (4096, 8192), 8)]),
-                          "limits.elements", "elements >"),
+    "too many elements, opset 1": (graph([Node("relu", ("x",), "y")], inputs=[Input("x", (4096, 8192), 8)], opset=1),
+                                   "limits.elements", "33554432 elements > 16777216"),
+    "too many elements": (graph([Node("relu", ("x",), "y")], inputs=[Input("x", (8192, 8193), 8)]),
+                          "limits.elements", "67117056 elements > 67108864"),
     "rank": (graph([Node("relu", ("x",), "y")], inputs=[Input("x", (1,) * 7, 8)]), "limits.rank", "rank 7"),
     "wrong dtype": (graph([Node("dense", ("x", "w"), "y")], {"w": np.ones((1, 4), np.int64)}),
                     "structure.dtype", "dtype int64"),
@@ -47,8 +53,8 @@ CASES = {
                                      inputs=[Input("x", (1, 2, 2), 8)]), "attrs.pads", "entirely in the padding"),
     "unknown opset": (Graph([Input("x", (4,), 8)], {}, [Node("relu", ("x",), "y")], ["y"], opset=99),
                       "structure.opset", "unknown opset 99"),
-    "too many nodes": (graph([Node("relu", ("x" if i == 0 else f"n{i - 1}",), f"n{i}") for i in range(4097)]),
-                       "limits.nodes", "4097 nodes"),
+    "too many nodes, opset 1": (relu_chain(4097, opset=1), "limits.nodes", "4097 nodes > 4096"),
+    "too many nodes": (relu_chain(16385), "limits.nodes", "16385 nodes > 16384"),
 }
 
 
