@@ -9,6 +9,7 @@ from eth_hash.auto import keccak
 from tqdm.auto import tqdm
 
 from mrt.float_exec import run_float
+from mrt.histogram import abs_histogram, abs_max
 
 METHODS = ("absmax", "percentile", "mse")
 REMOVED = {"entropy": "entropy (KL) calibration was removed: on ReLU networks it clipped activations to 1/16 of "
@@ -79,15 +80,14 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
     wanted = mac_inputs(graph) if means is not None else set()
 
     def first(name, v):
-        a = np.abs(v)
-        absmax[name] = max(absmax.get(name, 0.0), float(a.max()) if v.size else 0.0)
+        absmax[name] = max(absmax.get(name, 0.0), abs_max(v))
         if name in wanted:
             means[name] = means.get(name, 0.0) + np.sum(v, axis=0, dtype=np.float64) / n
         if one_run and method != "absmax":
-            hists[name] = _histogram(a, absmax[name])
+            hists[name] = abs_histogram(v, HIST_BINS, absmax[name] or 1.0)
 
     def second(name, v):
-        hists[name] = hists.get(name, 0) + _histogram(np.abs(v), absmax[name])
+        hists[name] = hists.get(name, 0) + abs_histogram(v, HIST_BINS, absmax[name] or 1.0)
 
     _run(graph, data, batch_size, first, "calibrate", progress)
     if method == "absmax":
@@ -102,11 +102,6 @@ def _run(graph, data, batch_size: int, observe, desc: str, progress: bool) -> No
     total = (n + batch_size - 1) // batch_size
     for batch in tqdm(_batches(data, batch_size), total=total, desc=desc, disable=not progress, leave=False):
         run_float(graph, batch, observe=observe)
-
-
-def _histogram(a: np.ndarray, top: float) -> np.ndarray:
-    """HIST_BINS counts of |x| (given as `a`) over [0, top] (top 0: [0, 1])."""
-    return np.histogram(a, bins=HIST_BINS, range=(0, top or 1.0))[0]
 
 
 def _threshold(hist: np.ndarray, absmax: float, method: str, percentile: float, bits: int) -> float:

@@ -14,6 +14,7 @@ from mrt.float_ops.elementwise import ELEMENTWISE
 from mrt.float_ops.layout import LAYOUT
 from mrt.float_ops.linear import LINEAR
 from mrt.float_ops.pool import POOL, avg_pool_counts
+from mrt.float_ops.select import SELECT
 from mrt.float_ops.shapes import BATCH, is_batched
 from mrt.float_ops.unary import UNARY
 from mrt.float_ops.vision import VISION
@@ -32,6 +33,6 @@ class OpDef:
 
 OPS = MappingProxyType({
     name: OpDef(name, *entry)
-    for table in (ELEMENTWISE, UNARY, LINEAR, POOL, LAYOUT, VISION)
+    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION)
     for name, entry in table.items()
 })

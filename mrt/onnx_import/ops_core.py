@@ -140,9 +140,8 @@ def concat(ctx, node, attrs):
 
 def pad(ctx, node, attrs):
     mode = attrs.get("mode", "constant")
-    if mode != "constant":
-        raise UnsupportedOp(f"{where(node)}: Pad mode {mode!r} is not supported (only "
-                            "'constant')")
+    if mode not in ("constant", "reflect", "edge"):
+        raise UnsupportedOp(f"{where(node)}: Pad mode {mode!r} is not supported (constant, reflect, edge)")
     x = node.input[0]
     rank = len(ctx.shape(x, node))
     pads = [int(p) for p in ctx.const(node.input[1], node, "Pad pads")]
@@ -157,6 +156,10 @@ def pad(ctx, node, attrs):
     full = [0] * (2 * rank)
     for k, a in enumerate(axes):
         full[a], full[rank + a] = pads[k], pads[len(axes) + k]
+    if mode != "constant":
+        from mrt.onnx_import.ops_reduce import pad_by_copies  # builds on ops_shape, which reads this module
+        pad_by_copies(ctx, node, ctx.tensor(x, node), ctx.shape(x, node), full, mode)
+        return
     ctx.emit("pad", [ctx.tensor(x, node)], {"pads": full, "value": value}, node,
              out=node.output[0])
 

@@ -40,6 +40,8 @@ AXIS_ATTRS: dict[str, dict[str, str]] = {  # float op -> {attribute: kind}; conv
     "softmax": {"axis": "axis"},
     "concat": {"axis": "axis"},
     "sum": {"axes": "axes"},
+    "reduce_max": {"axes": "axes"},
+    "slice": {"axes": "axes"},
     "transpose": {"perm": "perm"},
     "pad": {"pads": "pads"},
 }

@@ -16,6 +16,14 @@ def _const(qz: Quantizer, name: str):
     return qz.fgraph.initializers.get(name)
 
 
+def _operand(qz: Quantizer, c: np.ndarray, act: str) -> np.ndarray:
+    """A constant operand of an element-wise op on activation `act`, in CVM's per-sample axes: a
+    constant with as many axes as the full (batched) tensor has a leading 1 where the batch axis is."""
+    if c.ndim == len(qz.fgraph.full_shape(act)):
+        return c.reshape(c.shape[1:])
+    return c
+
+
 def _node_name(node) -> str:
     return safe_name(node.outputs[0])
 
@@ -114,6 +122,7 @@ def add_sub(qz, node):
         qa, qb = _common(qz, node, a, out_scale), _common(qz, node, b, out_scale)
         return QT(name=qz.op(op, qa.name, qb.name, name=_node_name(node)), scale=np.asarray(out_scale))
     act, const = (a, cb) if cb is not None else (b, ca)
+    const = _operand(qz, const, act)
     qa = _common(qz, node, act, out_scale)
     qc = qz.const(np.round(const / out_scale).astype(np.int64), dtype="int32")
     args = (qa.name, qc) if cb is not None else (qc, qa.name)
@@ -128,6 +137,7 @@ def mul(qz, node):
         out = qz.op("mul", qa.name, qb.name, name=_node_name(node))
         return QT(name=out, scale=np.asarray(float(qa.scale) * float(qb.scale)))
     act, c = (a, cb) if cb is not None else (b, ca)
+    c = _operand(qz, c, act)
     t = qz.q[act]
     if c.size == 1 and float(c.reshape(())) > 0:  # a positive scalar is just a new scale
         return QT(name=t.name, scale=t.scale * float(c.reshape(())), axis=t.axis)
@@ -268,7 +278,37 @@ def sum_(qz, node):
     return QT(name=out, scale=t.scale)
 
 
+def reduce_max(qz, node):
+    t = qz.narrow(node.inputs[0])
+    out = qz.op("max", t.name, axes=list(node.attrs["axes"]), keepdims=int(node.attrs["keepdims"]),
+                name=_node_name(node))
+    return QT(name=out, scale=t.scale, narrow=True)
+
+
+def neg(qz, node):
+    """-x: a multiplication by the constant -1, same scale (the interval mirrors)."""
+    t = qz.q[node.inputs[0]]
+    if t.per_channel:
+        t = qz.narrow(node.inputs[0])
+    out = qz.op("mul", t.name, qz.const([-1], dtype="int8"), name=_node_name(node))
+    return QT(name=out, scale=t.scale, narrow=t.narrow)
+
+
 # ---------------------------------------------------------------- layout
+
+def slice_(qz, node):
+    """The float slice's axes (per sample after mrt.quantize.axes) as CVM's full starts/ends/steps."""
+    t = qz.q[node.inputs[0]]
+    if t.per_channel:
+        t = qz.narrow(node.inputs[0])
+    shape = qz.shape_of(t.name)
+    starts, ends, steps = [0] * len(shape), list(shape), [1] * len(shape)
+    a = node.attrs
+    for axis, s, e, k in zip(a["axes"], a["starts"], a["ends"], a["steps"]):
+        starts[axis], ends[axis], steps[axis] = s, e, k
+    out = qz.op("slice", t.name, starts=starts, ends=ends, steps=steps, name=_node_name(node))
+    return QT(name=out, scale=t.scale, narrow=t.narrow)
+
 
 def _passthrough(cvm_op, attrs_fn):
     def rule(qz, node):
@@ -300,7 +340,8 @@ RULES = {
     "add": add_sub, "sub": add_sub, "mul": mul, "div": div,
     "relu": relu, "clip": clip, "softmax": softmax, "univariate": univariate,
     **{name: _lut(fn) for name, fn in LUT_FUNCTIONS.items()},
-    "max_pool": max_pool, "sum_pool": sum_pool, "sum": sum_,
+    "max_pool": max_pool, "sum_pool": sum_pool, "sum": sum_, "reduce_max": reduce_max, "neg": neg,
+    "slice": slice_,
     "flatten": _passthrough("flatten", lambda a: {}),
     "reshape": _passthrough("reshape", lambda a: {"shape": list(a["shape"])}),
     "transpose": _passthrough("transpose", lambda a: {"perm": list(a["perm"])}),

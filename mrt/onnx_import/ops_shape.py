@@ -1,0 +1,178 @@
+"""Importers for ONNX ops that select, copy or reduce along non-batch axes: Slice, Split, Gather with
+constant indices, Squeeze, Unsqueeze, Expand, Tile, the Reduce family, GlobalMaxPool, and Pad's
+reflect and edge modes. Each becomes IR ops MRT already quantizes exactly (slice, concat, reshape,
+sum, reduce_max, element-wise ops), so none needs a CVM op of its own: a gather of constant indices is
+a concatenation of slices, a reflection is a concatenation of one-element slices.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mrt.errors import UnsupportedOp
+from mrt.onnx_import.attrs import where
+from mrt.onnx_import.context import BATCH_SENTINEL
+from mrt.onnx_import.ops_core import _opt
+
+BIG = 1 << 62  # larger than any dimension: an "until the end" bound in ONNX's int64 starts/ends
+
+
+def _axes(node, axes, rank):
+    out = []
+    for a in axes:
+        a = int(a) + rank if int(a) < 0 else int(a)
+        if not 0 <= a < rank:
+            raise UnsupportedOp(f"{where(node)}: axis {a} out of range for rank {rank}")
+        if a == 0:
+            raise UnsupportedOp(f"{where(node)}: works along axis 0, the batch axis")
+        out.append(a)
+    if len(set(out)) != len(out):
+        raise UnsupportedOp(f"{where(node)}: repeated axes {list(axes)}")
+    return out
+
+
+def _const_ints(ctx, node, k, what, default=None):
+    name = _opt(node, k)
+    return default if name is None else [int(v) for v in np.asarray(ctx.const(name, node, what)).reshape(-1)]
+
+
+def _reshape(ctx, node, x, per_sample, out):
+    return ctx.emit("reshape", [x], {"shape": tuple(per_sample)}, node, out=out)
+
+
+def _pick(ctx, node, x, axis, indices, out=None):
+    """x's positions `indices` (a list, in order, repeats allowed) along `axis`: one slice for a forward
+    arithmetic run, else a concatenation of the runs."""
+    runs, k = [], 0
+    while k < len(indices):
+        step = indices[k + 1] - indices[k] if k + 1 < len(indices) and indices[k + 1] > indices[k] else 1
+        end = k + 1
+        while end < len(indices) and indices[end] - indices[end - 1] == step:
+            end += 1
+        runs.append((indices[k], indices[end - 1] + 1, step))
+        k = end
+    dim = ctx.full[x][axis]
+    parts = [x if (s, e, st) == (0, dim, 1) else
+             ctx.emit("slice", [x], {"axes": (axis,), "starts": (s,), "ends": (e,), "steps": (st,)}, node,
+                      out=out if len(runs) == 1 else None) for s, e, st in runs]
+    if len(parts) == 1:
+        return parts[0] if parts[0] != x or out is None else ctx.emit("identity", [x], {}, node, out=out)
+    return ctx.emit("concat", parts, {"axis": axis}, node, out=out)
+
+
+def slice_(ctx, node, attrs):
+    x = ctx.tensor(node.input[0], node)
+    full = ctx.shape(node.input[0], node)
+    starts, ends = _const_ints(ctx, node, 1, "Slice starts"), _const_ints(ctx, node, 2, "Slice ends")
+    axes = _const_ints(ctx, node, 3, "Slice axes", list(range(len(starts))))
+    steps = _const_ints(ctx, node, 4, "Slice steps", [1] * len(starts))
+    value = x
+    for a, s, e, k in zip(axes, starts, ends, steps):
+        a = a + len(full) if a < 0 else a
+        if a == 0:
+            if (s, k) == (0, 1) and e >= BIG // 4:
+                continue  # the whole batch axis
+            raise UnsupportedOp(f"{where(node)}: slices axis 0, the batch axis")
+        picked = list(range(*slice(s, e, k).indices(full[_axes(node, [a], len(full))[0]])))
+        if not picked:
+            raise UnsupportedOp(f"{where(node)}: slice [{s}:{e}:{k}] of axis {a} is empty")
+        value = _pick(ctx, node, value, a, picked)
+    ctx.emit("identity", [value], {}, node, out=node.output[0])
+
+
+def split(ctx, node, attrs):
+    full = ctx.shape(node.input[0], node)
+    axis = _axes(node, [attrs.get("axis", 0)], len(full))[0]
+    sizes = _const_ints(ctx, node, 1, "Split split") or attrs.get("split")
+    n = attrs.get("num_outputs", len(node.output))
+    if not sizes:
+        chunk = -(-full[axis] // n)
+        sizes = [min(chunk, full[axis] - k * chunk) for k in range(n)]
+    if sum(sizes) != full[axis] or len(sizes) != len(node.output):
+        raise UnsupportedOp(f"{where(node)}: split sizes {sizes} do not divide axis {axis} of {full}")
+    if min(sizes) < 1:
+        raise UnsupportedOp(f"{where(node)}: split sizes {sizes} make an empty tensor, which CVM has no form for")
+    x, start = ctx.tensor(node.input[0], node), 0
+    for size, out in zip(sizes, node.output):
+        ctx.emit("slice", [x], {"axes": (axis,), "starts": (start,), "ends": (start + size,), "steps": (1,)},
+                 node, out=out)
+        start += size
+
+
+def gather(ctx, node, attrs):
+    full = ctx.shape(node.input[0], node)
+    axis = _axes(node, [attrs.get("axis", 0)], len(full))[0]
+    idx = np.asarray(ctx.const(node.input[1], node, "Gather indices")).astype(np.int64)
+    idx = np.where(idx < 0, idx + full[axis], idx)
+    if idx.size == 0 or idx.min() < 0 or idx.max() >= full[axis]:
+        raise UnsupportedOp(f"{where(node)}: indices out of range for axis {axis} of size {full[axis]}")
+    per_sample = [*full[1:axis], *idx.shape, *full[axis + 1:]]
+    picked = _pick(ctx, node, ctx.tensor(node.input[0], node), axis, idx.reshape(-1).tolist())
+    _reshape(ctx, node, picked, per_sample, node.output[0])
+
+
+def squeeze(ctx, node, attrs):
+    full = ctx.shape(node.input[0], node)
+    axes = _const_ints(ctx, node, 1, "Squeeze axes") or attrs.get("axes")
+    axes = _axes(node, axes, len(full)) if axes else [a for a in range(1, len(full)) if full[a] == 1]
+    if any(full[a] != 1 for a in axes):
+        raise UnsupportedOp(f"{where(node)}: squeezes axes {axes} of {full}, not all of size 1")
+    keep = [d for a, d in enumerate(full) if a > 0 and a not in axes]
+    if not keep:
+        raise UnsupportedOp(f"{where(node)}: would leave each sample a scalar")
+    _reshape(ctx, node, ctx.tensor(node.input[0], node), keep, node.output[0])
+
+
+def unsqueeze(ctx, node, attrs):
+    full = ctx.shape(node.input[0], node)
+    axes = _const_ints(ctx, node, 1, "Unsqueeze axes") or attrs.get("axes")
+    rank = len(full) + len(axes)
+    axes = _axes(node, axes, rank)
+    dims, rest = [], iter(full[1:])
+    for a in range(1, rank):
+        dims.append(1 if a in axes else next(rest))
+    _reshape(ctx, node, ctx.tensor(node.input[0], node), dims, node.output[0])
+
+
+def expand(ctx, node, attrs):
+    """Expand = add a zero constant of the broadcast shape (exact in integers too). The target may not
+    have more axes than the input: the extra ones would go before the batch axis."""
+    full = ctx.shape(node.input[0], node)
+    target = _const_ints(ctx, node, 1, "Expand shape")
+    if len(target) > len(full):
+        raise UnsupportedOp(f"{where(node)}: target {target} has more axes than the batched input {full}, "
+                            "which would move the batch axis")
+    t_dims = [1] * (len(full) - len(target)) + target
+    if t_dims[0] not in (1, BATCH_SENTINEL):
+        raise UnsupportedOp(f"{where(node)}: expands the batch axis to {t_dims[0]}")
+    zeros = [1] + [t if d == 1 else 1 for d, t in zip(full[1:], t_dims[1:])]
+    x = ctx.tensor(node.input[0], node)
+    if math.prod(zeros) == 1:
+        ctx.emit("identity", [x], {}, node, out=node.output[0])
+        return
+    ctx.emit("add", [x, ctx.add_const(f"{node.output[0]}/zeros", np.zeros(zeros, np.float32))], {}, node,
+             out=node.output[0])
+
+
+def tile(ctx, node, attrs):
+    full = ctx.shape(node.input[0], node)
+    repeats = _const_ints(ctx, node, 1, "Tile repeats")
+    if len(repeats) != len(full) or repeats[0] != 1 or min(repeats) < 1:
+        raise UnsupportedOp(f"{where(node)}: repeats {repeats} must be >= 1 and 1 on the batch axis")
+    value = ctx.tensor(node.input[0], node)
+    for a, r in enumerate(repeats):
+        if r > 1:
+            value = ctx.emit("concat", [value] * r, {"axis": a}, node)
+    ctx.emit("identity", [value], {}, node, out=node.output[0])
+
+
+HANDLERS = {
+    "Slice": (slice_, {13}),
+    "Split": (split, {13, 18}),
+    "Gather": (gather, {13}),
+    "Squeeze": (squeeze, {13, 21, 23, 24, 25}),
+    "Unsqueeze": (unsqueeze, {13, 21, 23, 24, 25}),
+    "Expand": (expand, {13}),
+    "Tile": (tile, {13}),
+}
