@@ -1,4 +1,4 @@
-"""Selecting and reducing float ops: slice (strided ranges on non-batch axes) and reduce_max.
+"""Selecting and reducing float ops: slice (strided ranges on non-batch axes), reduce_max, argmax.
 Gather, Split, Squeeze/Unsqueeze, Tile, Expand and the other reductions import as these plus
 reshape, concat, sum and element-wise ops (mrt.onnx_import.ops_shape)."""
 import numpy as np
@@ -38,8 +38,24 @@ def reduce_max_shape(x, *, axes, keepdims):
     return tuple(1 if i in axes else d for i, d in enumerate(x) if keepdims or i not in axes)
 
 
+def argmax(x, *, axis, keepdims, select_last_index):
+    """The index of the largest value along `axis` (the first one, or the last with select_last_index),
+    as a float32 tensor like every IR tensor."""
+    if select_last_index:
+        flipped = np.flip(x, axis=axis).argmax(axis=axis)
+        idx = x.shape[axis] - 1 - flipped
+    else:
+        idx = x.argmax(axis=axis)
+    return (np.expand_dims(idx, axis) if keepdims else idx).astype(F32)
+
+
+def argmax_shape(x, *, axis, keepdims, select_last_index):
+    return reduce_max_shape(x, axes=(axis,), keepdims=keepdims)
+
+
 # name: (run, shape rule, attribute names, (min inputs, max inputs))
 SELECT = {
     "slice": (slice_, slice_shape, ("axes", "starts", "ends", "steps"), (1, 1)),
     "reduce_max": (reduce_max, reduce_max_shape, ("axes", "keepdims"), (1, 1)),
+    "argmax": (argmax, argmax_shape, ("axis", "keepdims", "select_last_index"), (1, 1)),
 }

@@ -62,6 +62,14 @@ def global_max_pool(ctx, node, attrs):
              node, out=node.output[0])
 
 
+def argmax(ctx, node, attrs):
+    full = ctx.shape(node.input[0], node)
+    axis = _axes(node, [attrs.get("axis", 0)], len(full))[0]
+    ctx.emit("argmax", [ctx.tensor(node.input[0], node)],
+             {"axis": axis, "keepdims": int(attrs.get("keepdims", 1)),
+              "select_last_index": int(attrs.get("select_last_index", 0))}, node, out=node.output[0])
+
+
 def pad_by_copies(ctx, node, x, full, pads, mode):
     """Pad `x` in reflect or edge mode: each padded axis becomes a concatenation of slices."""
     rank = len(full)
@@ -88,4 +96,5 @@ HANDLERS = {
     "ReduceSumSquare": (reduction("sum_square"), {1, 11, 13, 18}),
     "ReduceL2": (reduction("l2"), {1, 11, 13, 18}),
     "GlobalMaxPool": (global_max_pool, {1, 22}),
+    "ArgMax": (argmax, {1, 11, 12, 13}),
 }

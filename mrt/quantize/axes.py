@@ -41,6 +41,7 @@ AXIS_ATTRS: dict[str, dict[str, str]] = {  # float op -> {attribute: kind}; conv
     "concat": {"axis": "axis"},
     "sum": {"axes": "axes"},
     "reduce_max": {"axes": "axes"},
+    "argmax": {"axis": "axis"},
     "slice": {"axes": "axes"},
     "transpose": {"perm": "perm"},
     "pad": {"pads": "pads"},

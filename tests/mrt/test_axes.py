@@ -32,4 +32,4 @@ def test_batch_axis_is_refused(op, attrs, match):
 
 
 def test_table_names_only_attributes_that_count_the_batch_axis():
-    assert set(AXIS_ATTRS) == {"softmax", "concat", "sum", "reduce_max", "slice", "transpose", "pad"}
+    assert set(AXIS_ATTRS) == {"softmax", "concat", "sum", "reduce_max", "argmax", "slice", "transpose", "pad"}

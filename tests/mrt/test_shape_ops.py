@@ -45,6 +45,9 @@ CASES = {
     "reduce_l2": ([N("ReduceL2", ["x", "a"], ["y"])], [_i64("a", [3])]),
     "reduce_sum_square": ([N("ReduceSumSquare", ["x", "a"], ["y"])], [_i64("a", [2])]),
     "global_max_pool": ([N("GlobalMaxPool", ["x"], ["y"])], []),
+    "argmax": ([N("ArgMax", ["x"], ["i"], axis=1), N("Cast", ["i"], ["y"], to=TensorProto.FLOAT)], []),
+    "argmax_last": ([N("ArgMax", ["x"], ["i"], axis=-1, keepdims=0, select_last_index=1),
+                     N("Cast", ["i"], ["y"], to=TensorProto.FLOAT)], []),
     "pad_reflect": ([N("Pad", ["x", "p"], ["y"], mode="reflect")], [_i64("p", [0, 0, 2, 1, 0, 0, 1, 3])]),
     "pad_edge": ([N("Pad", ["x", "p"], ["y"], mode="edge")], [_i64("p", [0, 1, 0, 2, 0, 0, 3, 1])]),
 }
@@ -65,7 +68,7 @@ def test_float_import_matches_onnxruntime(name):
         np.testing.assert_allclose(got[o], w, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["slice", "gather_list", "expand", "tile", "reduce_mean", "reduce_min",
+@pytest.mark.parametrize("name", ["argmax", "argmax_last", "slice", "gather_list", "expand", "tile", "reduce_mean", "reduce_min",
                                   "global_max_pool", "pad_reflect", "pad_edge", "split"])
 def test_converted_between_convs(name):
     """conv -> op -> conv: numba == reference, close to float."""
