@@ -74,6 +74,7 @@ def ort_int8_accuracy(onnx_path: str, calib: np.ndarray, x: np.ndarray, y: np.nd
 
     from cvm.bench import quantize_ort_int8
 
+    ort.set_default_logger_severity(3)  # its quantizer warns about every unused initializer
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     in_name = sess.get_inputs()[0].name
     # the scores: the first float output (an sklearn classifier's first output is its int64 label)

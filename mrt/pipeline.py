@@ -94,8 +94,10 @@ def _import(c: Conversion):
     src = c.source
     c.source_bytes = (Path(src).read_bytes() if isinstance(src, (str, os.PathLike))
                       else src if isinstance(src, bytes) else src.SerializeToString())
-    shapes = c.options.input_shapes or calibration_shapes(c.calibration)
-    c.graph = import_onnx(_onnx_from_bytes(src) if isinstance(src, bytes) else src, shapes)
+    given = c.options.input_shapes
+    shapes = given or calibration_shapes(c.calibration)
+    c.graph = import_onnx(_onnx_from_bytes(src) if isinstance(src, bytes) else src, shapes,
+                          shapes_from_data=not given)
     check_import(c.graph)  # a model too large for the format fails here, not after calibration
     return c.graph
 

@@ -137,10 +137,11 @@ def _handle(ctx, node, opsets):
     attrs.check_all_read()
 
 
-def import_onnx(model_or_path, input_shapes: dict | None = None):
+def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_data: bool = False):
     """Import an ONNX model (ModelProto, serialized bytes or a path) as a float Graph. Models of opsets
     7..12 are upgraded first (mrt.onnx_import.opsets). input_shapes: {input name: per-sample shape}
-    fixing symbolic dims (mrt.onnx_import.inputs); key "x" for a model with one input."""
+    fixing symbolic dims (mrt.onnx_import.inputs); key "x" for a model with one input. shapes_from_data:
+    the shapes were read from calibration data, whose other arrays (labels) are not inputs."""
     model = upgrade(_load(model_or_path))
     opsets = model_opsets(model)
     g = model.graph
@@ -149,7 +150,7 @@ def import_onnx(model_or_path, input_shapes: dict | None = None):
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     specs, batch_one = [], []
     real_inputs = [vi for vi in g.input if vi.name not in consts]
-    given = shapes_for(real_inputs, input_shapes)
+    given = shapes_for(real_inputs, input_shapes, strict=not shapes_from_data)
     for vi in real_inputs:
         spec, one = graph_input(vi, given.get(vi.name))
         specs.append(spec)

@@ -49,9 +49,10 @@ def graph_input(vi, given=None) -> tuple[TensorSpec, bool]:
     return TensorSpec(vi.name, _fixed(vi.name, [_dim(d) for d in dims[1:]], given)), batch == 1
 
 
-def shapes_for(inputs, shapes: dict | None) -> dict:
+def shapes_for(inputs, shapes: dict | None, strict: bool = True) -> dict:
     """{input name: per-sample shape} from the caller's shapes; a single unnamed shape (key "x" or
-    None) stands for the model's only input."""
+    None) stands for the model's only input. strict=False ignores names that are not inputs (shapes
+    read from calibration data, which may also hold labels)."""
     if not shapes:
         return {}
     shapes = dict(shapes)
@@ -59,7 +60,10 @@ def shapes_for(inputs, shapes: dict | None) -> dict:
         for alias in ("x", None):
             if alias in shapes:
                 return {inputs[0].name: shapes[alias]}
-    unknown = set(shapes) - {vi.name for vi in inputs}
+    names = {vi.name for vi in inputs}
+    unknown = set(shapes) - names
+    if not strict:
+        return {k: v for k, v in shapes.items() if k in names}
     if unknown:
         raise UnsupportedOp(f"input shapes given for {sorted(map(str, unknown))}, which are not graph inputs "
                             f"({[vi.name for vi in inputs]})")

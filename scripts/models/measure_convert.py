@@ -50,7 +50,9 @@ def measure(name: str, args) -> tuple[str, str]:
     print(name)
     print(r.stdout, end="")
     if r.returncode:
-        print("  FAILED: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+        own = r.stderr.split("\tCommand being timed")[0].strip().splitlines()
+        signal = re.search(r"Command terminated by signal \d+", r.stderr)
+        print("  FAILED: " + (signal.group(0) if signal else (own or ["?"])[-1]))
     wall = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", r.stderr).group(1)
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1))
     return wall, f"{rss / 1024 ** 2:.2f} GB"
