@@ -250,6 +250,10 @@ REFUSED: dict[tuple[int, str], str] = {  # (opset, op) -> why no circuit compute
                      "bits + 2*frac_bits + 2 bits; neither is written or checked against concrete",
     (2, "conv_transpose2d"): "no rule yet: concrete's fhe.conv has no transposed form; a zero-stuffed input and a "
                              "flipped-kernel fhe.conv would compute it, not written or checked against concrete",
+    (2, "gather"): "no rule yet: an encrypted index into a table of rows is one lookup per row column over the "
+                   "index (fhe.LookupTable per embedding dimension), not written or checked against concrete",
+    (2, "isqrt"): "no rule yet: a monotone table over the input's bits (a 31-bit variance exceeds the lookup "
+                  "budget unless rounded first), not written or checked against concrete",
 }
 
 

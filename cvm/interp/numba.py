@@ -20,7 +20,7 @@ import numpy as np
 from ..ir import Graph
 from ..ops import by_opset, derive
 from ..verify import Analysis
-from .numba_kernels import lower_mac, lower_ops, lower_vision, plan
+from .numba_kernels import lower_mac, lower_ops, lower_text, lower_vision, plan
 from .numba_kernels import threads as threads_
 from .numba_kernels.layout import canonical
 
@@ -34,7 +34,8 @@ LOWERINGS_V1 = {
     "pad": lower_ops.lower_pad, "slice": lower_ops.lower_slice,
 }
 LOWERINGS_V2 = derive(LOWERINGS_V1, {"resize2d": lower_vision.lower_resize,  # opset 2 (cvm.ops.vision)
-                                     "conv_transpose2d": lower_vision.lower_conv_transpose})
+                                     "conv_transpose2d": lower_vision.lower_conv_transpose,
+                                     "gather": lower_text.lower_gather, "isqrt": lower_text.lower_isqrt})  # (text)
 LOWERINGS = by_opset({1: LOWERINGS_V1, 2: LOWERINGS_V2})  # (opset, op) -> lowering(planner, index, node, attrs)
 REFUSED: dict[tuple[int, str], str] = {}  # (opset, op) -> why this backend does not run it
 ISAS = ("auto", "vnni", "portable")

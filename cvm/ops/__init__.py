@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Iterable, Mapping, TypeVar
 
 from .. import limits
-from . import elementwise, layout, linear, pool, rescale, vision
+from . import elementwise, layout, linear, pool, rescale, text, vision
 from .base import Arg, OpDef, RuleError
 
 V = TypeVar("V")
@@ -33,8 +33,9 @@ def by_opset(tables: Mapping[int, Mapping[str, V]]) -> Mapping[tuple[int, str], 
 
 OPSET_V1 = derive({}, [op for m in (linear, elementwise, rescale, pool, layout) for op in m.OPS])
 
-# Opset 2: the ops of production vision models that no integer rule over opset 1 computes (vision.py).
-OPSET_V2 = derive(OPSET_V1, vision.OPS)
+# Opset 2: the ops of production vision models that no integer rule over opset 1 computes (vision.py),
+# and of transformer text models (text.py: gather, isqrt).
+OPSET_V2 = derive(OPSET_V1, [*vision.OPS, *text.OPS])
 
 OPSETS = MappingProxyType({1: OPSET_V1, 2: OPSET_V2})
 LATEST_OPSET = max(OPSETS)
