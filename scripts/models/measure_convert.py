@@ -7,6 +7,7 @@ process); the child prints each stage's time and the peak RSS when the stage end
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import resource
 import subprocess
@@ -40,22 +41,26 @@ def convert_one(onnx: Path, calib: Path, batch_size: int) -> None:
     model.save(out)
     print(f"  {out.name}: opset {model.graph.opset}, {len(model.graph.nodes)} nodes, "
           f"{out.stat().st_size / 1e6:.1f} MB, hash {model.hash_hex[:18]}, total {time.perf_counter() - start:.1f} s")
+    print(f"RESULT {model.graph.opset} | {len(model.graph.nodes)} | {out.stat().st_size / 1e6:.1f} MB | "
+          f"{model.cost(1):.3g} |")
 
 
-def measure(name: str, args) -> tuple[str, str]:
+def measure(name: str, args) -> tuple[str, str, str]:
     onnx, calib = MODELS / f"{name}_{args.size}.onnx", MODELS / f"calib_{args.size}_{args.samples}.npz"
     cmd = ["/usr/bin/time", "-v", sys.executable, __file__, "--one", str(onnx), "--calib", str(calib),
            "--batch-size", str(args.batch_size)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     print(name)
-    print(r.stdout, end="")
+    print("".join(line + "\n" for line in r.stdout.splitlines() if not line.startswith("RESULT")), end="")
+    result = next((line[len("RESULT "):] for line in r.stdout.splitlines() if line.startswith("RESULT")), None)
     if r.returncode:
         own = r.stderr.split("\tCommand being timed")[0].strip().splitlines()
         signal = re.search(r"Command terminated by signal \d+", r.stderr)
-        print("  FAILED: " + (signal.group(0) if signal else (own or ["?"])[-1]))
+        result = "failed: " + (signal.group(0) if signal else (own or ["?"])[-1]) + " | | | |"
+        print("  " + result)
     wall = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", r.stderr).group(1)
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1))
-    return wall, f"{rss / 1024 ** 2:.2f} GB"
+    return wall, f"{rss / 1024 ** 2:.2f} GB", result
 
 
 def main() -> None:
@@ -70,9 +75,12 @@ def main() -> None:
     if args.one:
         return convert_one(args.one, args.calib, args.batch_size)
     rows = [(name, *measure(name, args)) for name in args.names]
-    print(f"\n{'model':<18} {'wall':>10} {'peak RSS':>10}   ({args.samples} samples, batch {args.batch_size})")
-    for name, wall, rss in rows:
-        print(f"{name:<18} {wall:>10} {rss:>10}")
+    table = [f"{args.samples} calibration samples at {args.size}x{args.size}, batch {args.batch_size}, mse; wall time "
+             f"and peak RSS of the whole `mrt convert` process ({os.cpu_count()} cores).", "",
+             "| model | wall | peak RSS | opset | nodes | .cvm | gas per sample |", "|---|---|---|---|---|---|---|"]
+    table += [f"| {name} | {wall} | {rss} | {result}" for name, wall, rss, result in rows]
+    (MODELS / "torchvision_table.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
 
 
 if __name__ == "__main__":

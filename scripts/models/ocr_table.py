@@ -1,0 +1,127 @@
+"""Measures the three PP-OCR models of rapidocr-onnxruntime 1.4.4 on rendered text
+(scripts/models/ocr_data.py) and writes .cache/models/ocr_table.md, which
+scripts/models/models_md.py puts into docs/models.md.
+
+For each model: conversion (mse calibration on the calibration set; wall time, opset, nodes, gas per
+sample), then on the test set the float model (onnxruntime), the CVM integer model (numba) and
+onnxruntime int8 (quantize_static QDQ per-channel u8s8 on the same calibration data), compared with
+what the model is for:
+  cls: top-1 accuracy on the rendered labels, agreement with float, cosine of the probabilities;
+  det: cosine of the probability maps, and agreement of the text mask (map > 0.3, RapidOCR's
+       threshold) with float's;
+  rec: CTC-decoded strings equal to float's, and to the rendered text.
+A model that does not convert gets its one-line error in the table.
+
+    .venv/bin/python scripts/models/ocr_fetch.py && .venv/bin/python scripts/models/ocr_data.py
+    .venv/bin/python scripts/models/ocr_table.py [cls det rec]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+import ocr_data  # noqa: E402
+import ocr_fetch  # noqa: E402
+
+DATA = ROOT / ".cache" / "models" / "ocr"
+OUT = ROOT / ".cache" / "models" / "ocr_table.md"
+
+
+def _sessions(onnx: Path, calib: np.ndarray, tmp: Path):
+    import onnxruntime as ort
+
+    from cvm.bench import quantize_ort_int8
+    ort.set_default_logger_severity(3)
+    opts = ort.SessionOptions()
+    float_sess = ort.InferenceSession(str(onnx), opts, providers=["CPUExecutionProvider"])
+    int8 = quantize_ort_int8(onnx, calib, tmp, input_name=float_sess.get_inputs()[0].name)
+    return float_sess, ort.InferenceSession(str(int8), opts, providers=["CPUExecutionProvider"])
+
+
+def _run_ort(sess, x, batch=8):
+    name = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {name: x[i:i + batch]})[0] for i in range(0, len(x), batch)])
+
+
+def _run_cvm(model, x, batch=8):
+    from mrt.evaluate import client_transform
+    outs = [model.run(model.quantize_input(x[i:i + batch])) for i in range(0, len(x), batch)]
+    return client_transform(model.meta, model.dequantize_output(np.concatenate(outs)))
+
+
+def _cls_metrics(outs: dict, y) -> dict[str, str]:
+    from mrt.evaluate import cosine
+    f = outs["float"].argmax(1)
+    return {k: f"acc {100 * (o.argmax(1) == y).mean():.1f}%, agree {100 * (o.argmax(1) == f).mean():.1f}%, "
+               f"cos {cosine(o, outs['float']):.4f}" for k, o in outs.items()}
+
+
+def _det_metrics(outs: dict, _y) -> dict[str, str]:
+    from mrt.evaluate import cosine
+    mask = outs["float"] > ocr_data.DET_THRESH
+    return {k: f"cos {cosine(o, outs['float']):.4f}, mask agree {100 * ((o > ocr_data.DET_THRESH) == mask).mean():.2f}%"
+            for k, o in outs.items()}
+
+
+def _rec_metrics(outs: dict, texts, characters) -> dict[str, str]:
+    decoded = {k: ocr_data.ctc_decode(o, characters) for k, o in outs.items()}
+    same = lambda a, b: 100 * np.mean([p == q for p, q in zip(a, b)])  # noqa: E731
+    return {k: f"= float {same(d, decoded['float']):.1f}%, = text {same(d, texts):.1f}%" for k, d in decoded.items()}
+
+
+def measure(kind: str) -> str:
+    import onnx
+
+    import mrt
+    onnx_path = ocr_fetch.path(kind)
+    calib, test = np.load(DATA / f"{kind}_calib.npz"), np.load(DATA / f"{kind}_test.npz")
+    x, y = test["x"], (test["y"] if "y" in test.files else None)
+    start = time.perf_counter()
+    try:
+        model = mrt.convert(str(onnx_path), calib["x"], progress=False)
+    except Exception as e:  # noqa: BLE001 - the table records why a model does not convert
+        return f"| {kind} | {onnx_path.name} | not converted: {str(e).splitlines()[0]} | | |"
+    seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as d:
+        float_sess, int8_sess = _sessions(onnx_path, calib["x"], Path(d))
+        outs = {"float": _run_ort(float_sess, x), "cvm": _run_cvm(model, x), "ort int8": _run_ort(int8_sess, x)}
+    if kind == "cls":
+        metrics = _cls_metrics(outs, y)
+    elif kind == "det":
+        metrics = _det_metrics(outs, y)
+    else:
+        meta = {p.key: p.value for p in onnx.load(str(onnx_path)).metadata_props}
+        metrics = _rec_metrics(outs, list(y), meta["character"].splitlines())
+    gas = model.cost(1)
+    return (f"| {kind} | {tuple(x.shape[1:])}, {len(x)} test / {len(calib['x'])} calibration | "
+            f"{seconds:.0f} s, opset {model.graph.opset}, {len(model.graph.nodes)} nodes, gas {gas:.3g} | "
+            f"{metrics['float']} | {metrics['cvm']} | {metrics['ort int8']} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("kinds", nargs="*", default=["cls", "det", "rec"])
+    kinds = p.parse_args().kinds
+    rows = [f"Rendered text, measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores "
+            f"(conversion time includes calibration).", "",
+            "| model | input, samples | conversion | float | CVM integer | onnxruntime int8 |",
+            "|---|---|---|---|---|---|"]
+    for kind in kinds:
+        rows.append(measure(kind))
+        print(rows[-1], flush=True)
+    OUT.write_text("\n".join(rows) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
