@@ -13,6 +13,7 @@ import math
 import re
 from typing import Callable
 
+from . import threshold_codes
 from .errors import FormatError
 from .ir import Graph
 
@@ -135,6 +136,7 @@ QUANTIZATION = record({  # MRT's QuantConfig (tests/mrt check that every field o
 
 SCHEMA = record({
     "input_scales": map_of(scales),
+    "input_thresholds": map_of(threshold_codes.check),
     "output_scales": map_of(scales),
     "labels": list_of(text),
     "output_transform": one_of(text, list_of(text)),
@@ -158,6 +160,7 @@ def validate(meta, graph: Graph, output_shapes: dict[str, tuple]) -> None:
     feature of the last axis)."""
     SCHEMA(meta, "meta")
     inputs = {i.name: i.shape for i in graph.inputs}
+    threshold_codes.check_inputs(meta.get("input_thresholds", {}), inputs)
     for name, value in meta.get("input_scales", {}).items():
         if name not in inputs:
             _fail(f"meta.input_scales.{name}", f"names no input of the graph (inputs: {sorted(inputs)})"[:300])

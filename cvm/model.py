@@ -10,7 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
-from . import limits, meta as meta_schema
+from . import limits, meta as meta_schema, threshold_codes
 from .errors import FormatError, GasLimitExceeded, InputError
 from .gas import CALL_BASE_GAS, GAS_PER_IO_BYTE
 from .format import check_file_size, decode_file, decode_graph, encode_file, encode_graph, model_hash
@@ -174,8 +174,11 @@ class Model:
         raise InputError(f"no tensor named {name!r}")
 
     def quantize_input(self, x, name: str | None = None) -> np.ndarray:
-        """round(x / scale) clipped to the input's bits (round half to even, as numpy.rint)."""
+        """round(x / scale) clipped to the input's bits (round half to even, as numpy.rint); for an input with
+        threshold codes in the metadata, the codes (cvm.threshold_codes)."""
         spec = self._spec(self.inputs, name)
+        if spec.name in self.meta.get("input_thresholds", {}):  # a tree ensemble's input (cvm/threshold_codes.py)
+            return threshold_codes.encode(x, self.meta["input_thresholds"][spec.name], spec.dtype, spec.name)
         if spec.scale is None:
             raise InputError(f"input {spec.name!r} has no scale in the model metadata")
         m = bits_max(spec.bits)

@@ -18,6 +18,7 @@ from mrt.float_ops.select import SELECT
 from mrt.float_ops.shapes import BATCH, is_batched
 from mrt.float_ops.unary import UNARY
 from mrt.float_ops.vision import VISION
+from mrt.float_ops.trees import TREES
 
 __all__ = ["OPS", "OpDef", "BATCH", "is_batched", "avg_pool_counts"]
 
@@ -33,6 +34,6 @@ class OpDef:
 
 OPS = MappingProxyType({
     name: OpDef(name, *entry)
-    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION)
+    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION, TREES)
     for name, entry in table.items()
 })

@@ -26,6 +26,7 @@ from mrt.onnx_import import ops_ml as ml
 from mrt.onnx_import import ops_nn as nn
 from mrt.onnx_import import ops_reduce as reduce_ops
 from mrt.onnx_import import ops_shape as shape_ops
+from mrt.onnx_import import ops_trees as trees
 from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
 from mrt.onnx_import.attrs import Attrs, where
@@ -72,6 +73,7 @@ HANDLERS = {
     (ML_DOMAIN, "Scaler"): (ml.scaler, {1}),
     (ML_DOMAIN, "LinearClassifier"): (ml.linear_classifier, {1}),
     (ML_DOMAIN, "Normalizer"): (ml.normalizer, {1}),
+    **{(ML_DOMAIN, op): entry for module in (ml, trees) for op, entry in module.HANDLERS.items()},
     **{("", op): entry for module in (unary_ops, shape_ops, reduce_ops) for op, entry in module.HANDLERS.items()},
     **{("", op): entry for op, entry in vision.HANDLERS.items()},
 }

@@ -164,7 +164,18 @@ def pad(ctx, node, attrs):
              out=node.output[0])
 
 
+def _forward_dropped(ctx, node) -> bool:
+    """Identity / Cast of a dropped optional output (a classifier's label on its way to a graph output, as
+    onnxmltools writes it) is dropped the same way."""
+    if node.input[0] not in ctx.optional_outputs:
+        return False
+    ctx.drop(node.output[0], ctx.dropped[node.input[0]], optional_output=True)
+    return True
+
+
 def identity(ctx, node, attrs):
+    if _forward_dropped(ctx, node):
+        return
     ctx.emit("identity", [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
 
 
@@ -181,6 +192,8 @@ def dropout(ctx, node, attrs):
 def cast(ctx, node, attrs):
     to = attrs.get("to")
     attrs.ignore("saturate", "round_mode")  # only meaningful for float8 targets
+    if _forward_dropped(ctx, node):
+        return
     if to != TensorProto.FLOAT:
         raise UnsupportedOp(f"{where(node)}: Cast of a batched tensor to "
                             f"{TensorProto.DataType.Name(to)} is not supported (float32 only)")

@@ -10,6 +10,7 @@ from mrt.passes.fold_constants import fold_constants
 from mrt.passes.fold_input_affine import fold_input_affine
 from mrt.passes.fuse_univariate import fuse_univariate
 from mrt.passes.remove_identity import remove_identity
+from mrt.passes.remove_unit_ops import remove_unit_ops
 from mrt.passes.rewrite_avg_pool import rewrite_avg_pool
 from mrt.passes.rewrite_global_avg_pool import rewrite_global_avg_pool
 from mrt.passes.strip_output_transform import strip_output_transform
@@ -17,6 +18,7 @@ from mrt.passes.strip_output_transform import strip_output_transform
 # Identities go first so that nothing hides a batch_norm or a scale from its conv/dense;
 # fold_constants runs before fold_batchnorm (conv -> mul -> bn) and after it (conv -> bn -> mul).
 DEFAULT_PIPELINE = (
+    ("remove_unit_ops", remove_unit_ops),
     ("remove_identity", remove_identity),
     ("fold_constants", fold_constants),
     ("fold_batchnorm", fold_batchnorm),

@@ -6,11 +6,11 @@ import numpy as np
 import cvm
 from mrt.quantize.config import TARGETS, QuantConfig, config_for
 from mrt.quantize.axes import per_sample
-from mrt.quantize import rules, rules_vision
+from mrt.quantize import rules, rules_trees, rules_vision
 from cvm.arith import bits_max
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
-RULES = {**rules.RULES, **rules_vision.RULES}  # float op -> quantization rule
+RULES = {**rules.RULES, **rules_vision.RULES, **rules_trees.RULES}  # float op -> quantization rule
 
 __all__ = ["QuantConfig", "QuantizeError", "TARGETS", "config_for", "quantize", "emit", "verify"]
 
@@ -29,8 +29,9 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     data), which then get one scale per feature instead of one per tensor. `means`: the calibration
     means of the MAC inputs, for bias correction (QuantConfig.bias_correction)."""
     qz = Quantizer(graph, thresholds, config, means)
+    input_thresholds = rules_trees.declare_inputs(qz, graph)  # tree-ensemble inputs: threshold codes
     input_scales = {}
-    for spec in graph.inputs:
+    for spec in (s for s in graph.inputs if s.name not in qz.q):
         name = qz.fresh(spec.name)
         feat = (feature_thresholds or {}).get(spec.name)
         qz.input(name, spec.shape, qz.act_bits(spec.name) if feat is None else config.feature_input_bits)
@@ -57,6 +58,7 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     tensor_map = {f: [t.name, np.atleast_1d(t.scale).astype(float).tolist(), t.axis]
                   for f, t in qz.q.items()}
     meta = dict(meta or {})
+    meta.update({"input_thresholds": input_thresholds} if input_thresholds else {})
     meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
                  "quantization": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()}})
     return qz.b.graph(outputs, footprint=qz.bounds.footprint()), meta
