@@ -25,11 +25,14 @@ from mrt.onnx_import import ops_core as core
 from mrt.onnx_import import ops_ml as ml
 from mrt.onnx_import import ops_nn as nn
 from mrt.onnx_import import ops_reduce as reduce_ops
+from mrt.onnx_import import ops_rnn as rnn
 from mrt.onnx_import import ops_shape as shape_ops
 from mrt.onnx_import import ops_trees as trees
 from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
+from mrt.onnx_import import batch_major
 from mrt.onnx_import.attrs import Attrs, where
+from mrt.onnx_import.control import inline_if
 from mrt.onnx_import.context import BATCH_SENTINEL, ImportContext
 from mrt.onnx_import.inputs import graph_input, shapes_for
 from mrt.onnx_import.opsets import ML_DOMAIN, opsets as model_opsets, upgrade
@@ -74,7 +77,7 @@ HANDLERS = {
     (ML_DOMAIN, "LinearClassifier"): (ml.linear_classifier, {1}),
     (ML_DOMAIN, "Normalizer"): (ml.normalizer, {1}),
     **{(ML_DOMAIN, op): entry for module in (ml, trees) for op, entry in module.HANDLERS.items()},
-    **{("", op): entry for module in (unary_ops, shape_ops, reduce_ops) for op, entry in module.HANDLERS.items()},
+    **{("", op): entry for module in (unary_ops, shape_ops, reduce_ops, rnn) for op, entry in module.HANDLERS.items()},
     **{("", op): entry for op, entry in vision.HANDLERS.items()},
 }
 
@@ -135,8 +138,21 @@ def _handle(ctx, node, opsets):
     if since not in versions:
         raise UnsupportedOp(f"{where(node)}: version {since} of {node.op_type} is not supported")
     attrs = Attrs(node)
-    handler(ctx, node, attrs)
+    if batch_major.reads_moved(ctx, node, attrs):  # a tensor whose batch is not on ONNX axis 0 (recurrent layouts)
+        batch_major.handle(ctx, node, attrs, HANDLERS)
+    else:
+        handler(ctx, node, attrs)
     attrs.check_all_read()
+
+
+def _import_node(ctx, node, opsets):
+    if node.op_type == "If" and node.domain in ("", "ai.onnx"):  # a constant condition: the branch it takes
+        for inner in inline_if(ctx, node):
+            _import_node(ctx, inner, opsets)
+    elif all(ctx.is_const(i) for i in node.input if i):
+        _fold(ctx, node, opsets)
+    else:
+        _handle(ctx, node, opsets)
 
 
 def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_data: bool = False):
@@ -153,18 +169,17 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
     specs, batch_one = [], []
     real_inputs = [vi for vi in g.input if vi.name not in consts]
     given = shapes_for(real_inputs, input_shapes, strict=not shapes_from_data)
+    moved = {vi.name: batch_major.input_axis(vi, g) for vi in real_inputs}
     for vi in real_inputs:
-        spec, one = graph_input(vi, given.get(vi.name))
+        spec, one = graph_input(batch_major.batch_first(vi, moved[vi.name]), given.get(vi.name))
         specs.append(spec)
         batch_one.append(one)
     ctx = ImportContext(consts, batch_one=bool(batch_one) and all(batch_one))
     for spec in specs:
         ctx.full[spec.name] = (BATCH, *spec.shape)
+    ctx.batch_axes.update({k: a for k, a in moved.items() if a})
     for node in g.node:
-        if all(ctx.is_const(i) for i in node.input if i):
-            _fold(ctx, node, opsets)
-        else:
-            _handle(ctx, node, opsets)
+        _import_node(ctx, node, opsets)
     outputs = []
     for o in g.output:
         if o.name in ctx.optional_outputs:

@@ -13,9 +13,8 @@ IDENTITY_OPS = ("identity", "dropout")
 def remove_identity(graph):
     nodes = list(graph.nodes)
     inputs = {s.name for s in graph.inputs}
-    for n in graph.nodes:
-        if n.op not in IDENTITY_OPS:
-            continue
+    for name in [n.outputs[0] for n in graph.nodes if n.op in IDENTITY_OPS]:
+        n = next(m for m in nodes if name in m.outputs)  # as now: removing an earlier identity renames its input
         src, dst = n.inputs[0], n.outputs[0]
         if dst not in graph.outputs:
             nodes = rename([m for m in nodes if m is not n], dst, src)
