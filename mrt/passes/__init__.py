@@ -18,8 +18,8 @@ from mrt.passes.strip_output_transform import strip_output_transform
 # Identities go first so that nothing hides a batch_norm or a scale from its conv/dense;
 # fold_constants runs before fold_batchnorm (conv -> mul -> bn) and after it (conv -> bn -> mul).
 DEFAULT_PIPELINE = (
-    ("remove_unit_ops", remove_unit_ops),
     ("remove_identity", remove_identity),
+    ("remove_unit_ops", remove_unit_ops),
     ("fold_constants", fold_constants),
     ("fold_batchnorm", fold_batchnorm),
     ("fold_constants", fold_constants),
