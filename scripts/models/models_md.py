@@ -25,12 +25,15 @@ HOW = {
     "mrt.onnx_import.ops_reduce": "reductions, argmax, reflect/edge padding",
     "mrt.onnx_import.ops_vision": "CVM opset 2: resize2d, conv_transpose2d",
     "mrt.onnx_import.ops_ml": "ai.onnx.ml (scikit-learn)",
+    "mrt.onnx_import.ops_trees": "ai.onnx.ml tree ensembles: opset-1 dense / grouped conv / clip on threshold-coded inputs",
 }
 TABLES = [  # (title, file written by a measurement script, the command that writes it)
     ("torchvision architectures (random weights, 224x224)", "torchvision_table.md",
      ".venv/bin/python scripts/models/measure_convert.py"),
     ("Real pretrained models: PP-OCR (rapidocr-onnxruntime 1.4.4) on rendered text", "ocr_table.md",
      ".venv/bin/python scripts/models/ocr_table.py"),
+    ("Tree ensembles (scikit-learn, XGBoost, LightGBM) on bundled tabular data", "trees_table.md",
+     ".venv/bin/python scripts/trees/measure.py"),
 ]
 
 
