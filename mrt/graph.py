@@ -67,7 +67,8 @@ class Node:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A graph input: its name, per-sample shape (no batch axis) and dtype."""
+    """A graph input: its name, per-sample shape (no batch axis) and dtype ("float32", or "int64" for
+    integer inputs such as token ids, computed on as exact float32 values by the float run)."""
 
     name: str
     shape: tuple
@@ -103,8 +104,8 @@ class Graph:
     def _check_names(self):
         defined = set()
         for spec in self.inputs:
-            if spec.dtype != "float32" or not all(d >= 1 for d in spec.shape):
-                raise GraphError(f"input {spec.name!r}: need float32 and dims >= 1, got "
+            if spec.dtype not in ("float32", "int64") or not all(d >= 1 for d in spec.shape):
+                raise GraphError(f"input {spec.name!r}: need float32 or int64 and dims >= 1, got "
                                  f"{spec.dtype} {spec.shape}")
             _define(defined, spec.name, "input")
         for name, value in self.initializers.items():

@@ -36,12 +36,13 @@ def _dequantized(values: np.ndarray, scale, axis) -> np.ndarray:
     return q * s
 
 
-def layer_errors(model: cvm.Model, x: np.ndarray, graph) -> list[LayerError]:
+def layer_errors(model: cvm.Model, x: np.ndarray | dict, graph) -> list[LayerError]:
     """The error of every mapped tensor of `graph` (the float IR after the passes), in graph order."""
     tmap = model.meta.get("tensor_map", {})
-    _, fvals = run_float(graph, {graph.inputs[0].name: x}, capture=True)
-    ivals = reference.run(model.graph, model.analysis, {model.inputs[0].name: model.quantize_input(x)},
-                          keep_all=True)
+    xs = x if isinstance(x, dict) else {graph.inputs[0].name: x}  # several inputs: {float input name: array}
+    _, fvals = run_float(graph, xs, capture=True)
+    ints = {spec.name: model.quantize_input(xs[f.name], spec.name) for f, spec in zip(graph.inputs, model.inputs)}
+    ivals = reference.run(model.graph, model.analysis, ints, keep_all=True)
     order = [n.outputs[0] for n in graph.nodes]
     out = []
     for fname in sorted(tmap, key=lambda n: order.index(n) if n in order else -1):

@@ -17,6 +17,7 @@ from mrt.float_ops.pool import POOL, avg_pool_counts
 from mrt.float_ops.select import SELECT
 from mrt.float_ops.shapes import BATCH, is_batched
 from mrt.float_ops.unary import UNARY
+from mrt.float_ops.text import TEXT
 from mrt.float_ops.vision import VISION
 from mrt.float_ops.trees import TREES
 
@@ -34,6 +35,6 @@ class OpDef:
 
 OPS = MappingProxyType({
     name: OpDef(name, *entry)
-    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION, TREES)
+    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION, TREES, TEXT)
     for name, entry in table.items()
 })

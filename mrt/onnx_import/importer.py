@@ -27,6 +27,7 @@ from mrt.onnx_import import ops_nn as nn
 from mrt.onnx_import import ops_reduce as reduce_ops
 from mrt.onnx_import import ops_rnn as rnn
 from mrt.onnx_import import ops_shape as shape_ops
+from mrt.onnx_import import ops_text as text
 from mrt.onnx_import import ops_trees as trees
 from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
@@ -79,6 +80,7 @@ HANDLERS = {
     **{(ML_DOMAIN, op): entry for module in (ml, trees) for op, entry in module.HANDLERS.items()},
     **{("", op): entry for module in (unary_ops, shape_ops, reduce_ops, rnn) for op, entry in module.HANDLERS.items()},
     **{("", op): entry for op, entry in vision.HANDLERS.items()},
+    **{("", op): entry for op, entry in text.HANDLERS.items()},  # after ops_shape/ops_core: Gather, Div
 }
 
 
@@ -113,6 +115,10 @@ def _fold(ctx, node, opsets):
     values = [ctx.consts[i] for i in node.input if i]
     if node.op_type in RANDOM_OPS:
         raise UnsupportedOp(f"{where(node)}: random ops are not supported")
+    feeds = {i: ctx.consts[i] for i in node.input if i}
+    if node.op_type == "ConstantOfShape" and values[0].size and values[0].reshape(-1)[0] == BATCH_SENTINEL:
+        # a fill of shape (batch, ...): the same for every sample, so one sample's, broadcast over the batch
+        values[0] = feeds[node.input[0]] = np.concatenate([[1], values[0].reshape(-1)[1:]]).astype(values[0].dtype)
     if node.op_type not in BATCH_SAFE_OPS and any(
             v.dtype.kind in "iuf" and (v == BATCH_SENTINEL).any() for v in values):
         raise UnsupportedOp(f"{where(node)}: computes with the batch size (from Shape), which "
@@ -120,7 +126,7 @@ def _fold(ctx, node, opsets):
     domain = node.domain if node.domain != "ai.onnx" else ""
     try:
         ref = ReferenceEvaluator(node, opsets={domain: opsets.get(domain, 1)})
-        out = ref.run(None, {i: ctx.consts[i] for i in node.input if i})
+        out = ref.run(None, feeds)
     except Exception as e:  # the reference raises many types; report them all the same way
         raise UnsupportedOp(f"{where(node)}: constant folding failed: {e}") from e
     for name, value in zip(node.output, out):

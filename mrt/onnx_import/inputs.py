@@ -13,6 +13,12 @@ from mrt.errors import UnsupportedOp
 from mrt.graph import TensorSpec
 
 
+# ONNX input type -> IR input dtype: integers (token ids, attention masks) stay integers, which the quantizer
+# gives scale 1 and declared bits (mrt.quantize.rules_text.integer_input); the float run computes on them as
+# float32, exact below 2^24
+INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.INT64: "int64", TensorProto.INT32: "int64"}
+
+
 def _dim(d):
     """A concrete dim (int > 0) or None for a symbolic one (dim_param, unset, or a negative value)."""
     return d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
@@ -38,15 +44,16 @@ def graph_input(vi, given=None) -> tuple[TensorSpec, bool]:
     """A batched float32 graph input: its spec (per-sample shape) and whether it declares batch size 1.
     `given`: the per-sample shape to fix symbolic dims with (None: they must all be concrete)."""
     t = vi.type.tensor_type
-    if not vi.type.HasField("tensor_type") or t.elem_type != TensorProto.FLOAT:
-        raise UnsupportedOp(f"graph input {vi.name!r}: only float32 tensors are supported")
+    if not vi.type.HasField("tensor_type") or t.elem_type not in INPUT_DTYPES:
+        raise UnsupportedOp(f"graph input {vi.name!r}: only float32 and integer (int64, int32: token ids, "
+                            "masks) tensors are supported")
     if not t.HasField("shape") or not t.shape.dim:
         raise UnsupportedOp(f"graph input {vi.name!r}: needs a shape with a batch axis")
     dims = list(t.shape.dim)
     batch = _dim(dims[0])
     if batch is not None and batch != 1:
         raise UnsupportedOp(f"graph input {vi.name!r}: batch dim must be symbolic or 1, got {batch}")
-    return TensorSpec(vi.name, _fixed(vi.name, [_dim(d) for d in dims[1:]], given)), batch == 1
+    return TensorSpec(vi.name, _fixed(vi.name, [_dim(d) for d in dims[1:]], given), INPUT_DTYPES[t.elem_type]), batch == 1
 
 
 def shapes_for(inputs, shapes: dict | None, strict: bool = True) -> dict:

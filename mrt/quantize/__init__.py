@@ -6,11 +6,11 @@ import numpy as np
 import cvm
 from mrt.quantize.config import TARGETS, QuantConfig, config_for
 from mrt.quantize.axes import per_sample
-from mrt.quantize import rules, rules_trees, rules_vision
+from mrt.quantize import rules, rules_text, rules_trees, rules_vision
 from cvm.arith import bits_max
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
-RULES = {**rules.RULES, **rules_vision.RULES, **rules_trees.RULES}  # float op -> quantization rule
+RULES = {**rules.RULES, **rules_vision.RULES, **rules_trees.RULES, **rules_text.RULES}  # float op -> quantization rule
 
 __all__ = ["QuantConfig", "QuantizeError", "TARGETS", "config_for", "quantize", "emit", "verify"]
 
@@ -34,6 +34,10 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     for spec in (s for s in graph.inputs if s.name not in qz.q):
         name = qz.fresh(spec.name)
         feat = (feature_thresholds or {}).get(spec.name)
+        if spec.dtype == "int64":  # token ids, masks: scale 1, declared bits (rules_text.integer_input)
+            qz.input(name, spec.shape, rules_text.integer_input(qz, spec, thresholds))
+            qz.q[spec.name], input_scales[name] = QT(name=name, scale=np.asarray(1.0), narrow=True), 1.0
+            continue
         qz.input(name, spec.shape, qz.act_bits(spec.name) if feat is None else config.feature_input_bits)
         if feat is not None:
             scale = np.where(feat > 0, feat, 1.0).astype(np.float64) / bits_max(config.feature_input_bits)
