@@ -33,7 +33,8 @@ def _input_shape(text: str) -> tuple:
 def cmd_convert(args) -> int:
     from mrt.pipeline import convert
     options = dict(target=args.target, bits=args.bits, calibration_method=args.calibration, softmax=args.softmax,
-                   input_shapes=dict(args.input_shape or []) or None, batch_size=args.calib_batch_size)
+                   input_shapes=dict(args.input_shape or []) or None, batch_size=args.calib_batch_size,
+                   equalize=args.equalize)
     if args.mixed_precision is not None:
         from mrt import mixed
         result = mixed.convert_mixed(args.model, args.calib, args.mixed_precision, **options)
@@ -102,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-sample shape of an input, fixing symbolic dims (default: the calibration data's)")
     s.add_argument("--calib-batch-size", type=int, default=64, metavar="N",
                    help="calibration samples run at once (default 64): memory holds one batch's live activations")
+    s.add_argument("--equalize", action="store_true",
+                   help="cross-layer equalization of conv/dense pairs joined by a ReLU (docs/fidelity.md)")
     s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`)")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("stages", help="list the conversion's stages in order")

@@ -19,6 +19,7 @@ from mrt.errors import BadInput
 from mrt.limits import check_import
 from mrt.onnx_import import import_onnx
 from mrt.passes import DEFAULT_PIPELINE, dumper, run_pipeline, strip_output_transform
+from mrt.passes.equalize import equalize
 from mrt.quantize import config_for, emit, verify
 
 def load_data(data, graph) -> dict[str, np.ndarray]:
@@ -71,6 +72,7 @@ class Options:
     progress: bool = True
     per_feature_inputs: bool = True
     input_shapes: dict | None = None  # {input name (or "x"): per-sample shape} fixing symbolic dims
+    equalize: bool = False  # cross-layer equalization of conv/dense pairs (mrt.passes.equalize)
     overrides: dict = field(default_factory=dict)
 
 
@@ -118,7 +120,8 @@ def calibration_shapes(data) -> dict:
 
 
 def _passes(c: Conversion, dump=None):
-    c.graph = run_pipeline(c.graph, DEFAULT_PIPELINE, dump=dump)
+    passes = DEFAULT_PIPELINE + ((("equalize", equalize),) if c.options.equalize else ())
+    c.graph = run_pipeline(c.graph, passes, dump=dump)
     return c.graph
 
 
@@ -193,13 +196,13 @@ def _meta(c: Conversion) -> dict:
 def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
             calibration_method: str = "mse", softmax: str = "client", batch_size: int = 64,
             progress: bool = True, per_feature_inputs: bool = True, input_shapes: dict | None = None,
-            dump=None, **overrides) -> cvm.Model:
+            dump=None, equalize: bool = False, **overrides) -> cvm.Model:
     """Convert an ONNX model (path, bytes or onnx.ModelProto) into a verified integer cvm.Model by
     running CONVERSION's stages in order. dump (as mrt.passes.run_pipeline's): None, True to print
     what each stage produced, a directory for one NN_stage.txt each (the passes' own stages go in
     its passes/ folder), or a callable(number, name, printable)."""
     c = Conversion(model, calibration, Options(target, bits, calibration_method, softmax, batch_size, progress,
-                                               per_feature_inputs, input_shapes, overrides))
+                                               per_feature_inputs, input_shapes, equalize, overrides))
     show = dumper(dump)
     for number, stage in enumerate(CONVERSION, 1):
         if stage.run is _passes and isinstance(dump, (str, os.PathLike)):
