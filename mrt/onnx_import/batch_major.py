@@ -17,7 +17,7 @@ the batch-first array (the converted model's input and output shapes say so).
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from mrt.errors import UnsupportedOp
 from mrt.onnx_import.attrs import where
@@ -266,3 +266,22 @@ def batch_first(vi, axis: int):
     for a in order:
         out.type.tensor_type.shape.dim.add().CopyFrom(dims[a])
     return out
+
+
+# -- fills shaped by the batch size ------------------------------------------------------------------
+
+def is_batch_fill(ctx, node) -> bool:
+    """A ConstantOfShape whose shape has the batch size (from Shape) on an axis other than 0: torch's zero initial
+    state [dirs, batch, hidden] of a recurrent layer."""
+    if node.op_type != "ConstantOfShape" or not node.input or not ctx.is_const(node.input[0]):
+        return False
+    shape = np.asarray(ctx.consts[node.input[0]]).reshape(-1)
+    return bool(shape.size > 1 and (shape[1:] == BATCH_SENTINEL).any() and shape[0] != BATCH_SENTINEL)
+
+
+def fold_fill(ctx, node):
+    """The fill is the same for every sample: folded as one sample's (the batch dim 1), which broadcasts."""
+    shape = np.asarray(ctx.consts[node.input[0]]).reshape(-1)
+    values = {a.name: a for a in node.attribute}
+    fill = numpy_helper.to_array(values["value"].t) if "value" in values else np.zeros(1, np.float32)
+    ctx.consts[node.output[0]] = np.full(np.where(shape == BATCH_SENTINEL, 1, shape), fill.reshape(-1)[0], fill.dtype)

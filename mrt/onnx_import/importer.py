@@ -155,6 +155,8 @@ def _import_node(ctx, node, opsets):
     if node.op_type == "If" and node.domain in ("", "ai.onnx"):  # a constant condition: the branch it takes
         for inner in inline_if(ctx, node):
             _import_node(ctx, inner, opsets)
+    elif batch_major.is_batch_fill(ctx, node):  # torch's zero initial state [dirs, batch, hidden]
+        batch_major.fold_fill(ctx, node)
     elif all(ctx.is_const(i) for i in node.input if i):
         _fold(ctx, node, opsets)
     else:

@@ -60,6 +60,7 @@ class Cell:
 
     def __init__(self, ctx, node, attrs):
         self.ctx, self.node = ctx, node
+        self._consts = {}
         self.hidden = attrs.get("hidden_size")
         self.direction = attrs.get("direction", "forward")
         self.layout = attrs.get("layout", 0)
@@ -130,7 +131,10 @@ class Cell:
         return self.ctx.emit(op, inputs, attrs or {}, self.node, out=out)
 
     def const(self, hint, value):
-        return self.ctx.add_const(f"{self.node.output[0] or self.node.name}/{hint}", value)
+        """One IR constant per hint (a direction's W, R, bias, ...), shared by every step that reads it."""
+        if hint not in self._consts:
+            self._consts[hint] = self.ctx.add_const(f"{self.node.output[0] or self.node.name}/{hint}", value)
+        return self._consts[hint]
 
     def slice(self, x, axis, start, end):
         return self.emit("slice", [x], {"axes": (axis,), "starts": (start,), "ends": (end,), "steps": (1,)})
