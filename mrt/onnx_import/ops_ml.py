@@ -81,4 +81,67 @@ def normalizer(ctx, node, attrs):
     ctx.emit("normalize", [src], {"norm": norm}, node, out=node.output[0])
 
 
-HANDLERS = {}  # the ml ops added after the three above (importer.py merges this table)
+def _dense(ctx, node, w, b, post: str, out: str):
+    """x @ w.T + b, then the post_transform (NONE or LOGISTIC / SOFTMAX as float ops)."""
+    steps = {"NONE": [], "LOGISTIC": [("sigmoid", [], {})], "SOFTMAX": [("softmax", [], {"axis": 1})]}
+    if post not in steps:
+        raise UnsupportedOp(f"{where(node)}: post_transform {post!r} is not supported")
+    inputs = [ctx.tensor(node.input[0], node), ctx.add_const(f"{out}/w", w), ctx.add_const(f"{out}/b", b)]
+    if not steps[post]:
+        ctx.emit("dense", inputs, {}, node, out=out)
+        return
+    ctx.emit_chain(steps[post], ctx.emit("dense", inputs, {}, node), node, out=out)
+
+
+def linear_regressor(ctx, node, attrs):
+    """LinearRegressor: y = x @ coefficients.reshape(targets, features).T + intercepts."""
+    n_targets = int(attrs.get("targets", 1))
+    n_features = ctx.shape(node.input[0], node)[-1]
+    coefs = np.asarray(attrs.get("coefficients"), np.float64)
+    b = np.asarray(attrs.get("intercepts") or [0.0] * n_targets, np.float64)
+    if coefs.size != n_targets * n_features or b.size != n_targets:
+        raise UnsupportedOp(f"{where(node)}: {coefs.size} coefficients and {b.size} intercepts do not fit "
+                            f"{n_targets} targets of {n_features} features")
+    _dense(ctx, node, coefs.reshape(n_targets, n_features), b, attrs.get("post_transform", "NONE"), node.output[0])
+
+
+def _linear_kernel(node, attrs, n_features):
+    """The support vectors of a LINEAR-kernel SVM ([vectors, features]); anything else is refused."""
+    kernel = attrs.get("kernel_type", "LINEAR")
+    attrs.ignore("kernel_params")  # gamma, coef0, degree: unused by the linear kernel
+    if kernel != "LINEAR":
+        raise UnsupportedOp(f"{where(node)}: kernel_type {kernel} is not supported (LINEAR only)")
+    sv = np.asarray(attrs.get("support_vectors") or [], np.float64)
+    if sv.size % n_features:
+        raise UnsupportedOp(f"{where(node)}: {sv.size} support-vector values for {n_features} features")
+    return sv.reshape(-1, n_features)
+
+
+def svm_regressor(ctx, node, attrs):
+    """SVMRegressor, linear kernel: y = sum_i coef_i <sv_i, x> + rho = x . (coef @ sv) + rho (or the
+    coefficients themselves as weights when there are no support vectors)."""
+    n_features = ctx.shape(node.input[0], node)[-1]
+    sv = _linear_kernel(node, attrs, n_features)
+    attrs.ignore("n_supports")
+    if attrs.get("one_class", 0):
+        raise UnsupportedOp(f"{where(node)}: one-class SVMs are not supported")
+    coef = np.asarray(attrs.get("coefficients"), np.float64)
+    w = coef @ sv if len(sv) else coef
+    if w.size != n_features:
+        raise UnsupportedOp(f"{where(node)}: {coef.size} coefficients do not fit {n_features} features")
+    rho = np.asarray(attrs.get("rho") or [0.0], np.float64)
+    _dense(ctx, node, w.reshape(1, -1), rho[:1], attrs.get("post_transform", "NONE"), node.output[0])
+
+
+def binarizer(ctx, node, attrs):
+    """Binarizer: 1 where x > threshold, else 0 (a comparison with a constant: one lookup table after
+    univariate fusion)."""
+    t = ctx.add_const(f"{node.output[0]}/threshold", np.asarray([attrs.get("threshold", 0.0)], np.float32))
+    ctx.emit("greater", [ctx.tensor(node.input[0], node), t], {}, node, out=node.output[0])
+
+
+HANDLERS = {  # the ml ops added after the three above (importer.py merges this table)
+    "LinearRegressor": (linear_regressor, {1}),
+    "SVMRegressor": (svm_regressor, {1}),
+    "Binarizer": (binarizer, {1}),
+}
