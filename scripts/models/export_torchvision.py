@@ -25,8 +25,12 @@ for _op in ("nms", "qnms"):
     torch.library.define(f"torchvision::{_op}", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 import torchvision  # noqa: E402
 
+torch.backends.mha.set_fastpath_enabled(False)  # ViT's attention exports only on the slow path
+
 OUT = Path(__file__).resolve().parents[2] / ".cache" / "models"
 DEFAULT = ("resnet50", "densenet121", "efficientnet_b0", "vgg16")
+ALL = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0",
+       "squeezenet1_1", "densenet121", "vgg16", "regnet_y_400mf", "convnext_tiny", "vit_b_16")  # the vision issue's list
 SEED = 0
 
 
@@ -58,7 +62,7 @@ def export(name: str, size: int, out: Path) -> Path:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("names", nargs="*", default=DEFAULT)
+    p.add_argument("names", nargs="*", default=DEFAULT, help=f"torchvision builders, or 'all': {' '.join(ALL)}")
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--samples", type=int, default=64)
     args = p.parse_args()
@@ -68,7 +72,7 @@ def main() -> None:
         x = np.random.default_rng(SEED).standard_normal((args.samples, 3, args.size, args.size), np.float32)
         np.savez(calib, x=x)
     print(f"{calib}")
-    for name in args.names:
+    for name in ALL if args.names == ["all"] else args.names:
         path = export(name, args.size, OUT)
         params = sum(p.numel() for p in getattr(torchvision.models, name)(weights=None).parameters())
         print(f"{path}  {path.stat().st_size / 1e6:.1f} MB  {params / 1e6:.1f}M parameters")

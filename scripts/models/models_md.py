@@ -30,6 +30,8 @@ HOW = {
 TABLES = [  # (title, file written by a measurement script, the command that writes it)
     ("torchvision architectures (random weights, 224x224)", "torchvision_table.md",
      ".venv/bin/python scripts/models/measure_convert.py"),
+    ("torchvision architectures: fidelity and latency", "torchvision_fidelity.md",
+     ".venv/bin/python scripts/models/torchvision_eval.py"),
     ("Real pretrained models: PP-OCR (rapidocr-onnxruntime 1.4.4) on rendered text", "ocr_table.md",
      ".venv/bin/python scripts/models/ocr_table.py"),
     ("Tree ensembles (scikit-learn, XGBoost, LightGBM) on bundled tabular data", "trees_table.md",
