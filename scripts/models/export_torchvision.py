@@ -13,6 +13,7 @@ Writes .cache/models/NAME_SIZE.onnx and .cache/models/calib_SIZE_SAMPLES.npz (x:
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +26,13 @@ for _op in ("nms", "qnms"):
     torch.library.define(f"torchvision::{_op}", "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 import torchvision  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent))
+from sidebyside import TORCHVISION as ALL  # noqa: E402
+
 torch.backends.mha.set_fastpath_enabled(False)  # ViT's attention exports only on the slow path
 
 OUT = Path(__file__).resolve().parents[2] / ".cache" / "models"
 DEFAULT = ("resnet50", "densenet121", "efficientnet_b0", "vgg16")
-ALL = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0",
-       "squeezenet1_1", "densenet121", "vgg16", "regnet_y_400mf", "convnext_tiny", "vit_b_16")  # the vision issue's list
 SEED = 0
 
 

@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).parent))
+
+from sidebyside import write_table  # noqa: E402
 MODELS = ROOT / ".cache" / "models"
 DEFAULT = ("resnet50", "densenet121", "efficientnet_b0", "vgg16")
 
@@ -78,8 +81,8 @@ def main() -> None:
     table = [f"{args.samples} calibration samples at {args.size}x{args.size}, batch {args.batch_size}, mse; wall time "
              f"and peak RSS of the whole `mrt convert` process ({os.cpu_count()} cores).", "",
              "| model | wall | peak RSS | opset | nodes | .cvm | gas per sample |", "|---|---|---|---|---|---|---|"]
-    table += [f"| {name} | {wall} | {rss} | {result}" for name, wall, rss, result in rows]
-    (MODELS / "torchvision_table.md").write_text("\n".join(table) + "\n")
+    write_table(MODELS / "torchvision_table.md", table,
+                {name: f"| {name} | {wall} | {rss} | {result}" for name, wall, rss, result in rows})
     print("\n".join(table))
 
 

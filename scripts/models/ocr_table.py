@@ -32,31 +32,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import ocr_data  # noqa: E402
 import ocr_fetch  # noqa: E402
+from sidebyside import latency_ms, run_cvm, run_ort, session  # noqa: E402
 
 DATA = ROOT / ".cache" / "models" / "ocr"
 OUT = ROOT / ".cache" / "models" / "ocr_table.md"
-
-
-def _sessions(onnx: Path, calib: np.ndarray, tmp: Path):
-    import onnxruntime as ort
-
-    from cvm.bench import quantize_ort_int8
-    ort.set_default_logger_severity(3)
-    opts = ort.SessionOptions()
-    float_sess = ort.InferenceSession(str(onnx), opts, providers=["CPUExecutionProvider"])
-    int8 = quantize_ort_int8(onnx, calib, tmp, input_name=float_sess.get_inputs()[0].name)
-    return float_sess, ort.InferenceSession(str(int8), opts, providers=["CPUExecutionProvider"])
-
-
-def _run_ort(sess, x, batch=8):
-    name = sess.get_inputs()[0].name
-    return np.concatenate([sess.run(None, {name: x[i:i + batch]})[0] for i in range(0, len(x), batch)])
-
-
-def _run_cvm(model, x, batch=8):
-    from mrt.evaluate import client_transform
-    outs = [model.run(model.quantize_input(x[i:i + batch])) for i in range(0, len(x), batch)]
-    return client_transform(model.meta, model.dequantize_output(np.concatenate(outs)))
 
 
 def _cls_metrics(outs: dict, y) -> dict[str, str]:
@@ -90,11 +69,14 @@ def measure(kind: str) -> str:
     try:
         model = mrt.convert(str(onnx_path), calib["x"], progress=False)
     except Exception as e:  # noqa: BLE001 - the table records why a model does not convert
-        return f"| {kind} | {onnx_path.name} | not converted: {str(e).splitlines()[0]} | | |"
+        return f"| {kind} | {onnx_path.name} | not converted: {str(e).splitlines()[0]} | | | |"
     seconds = time.perf_counter() - start
+    from cvm.bench import quantize_ort_int8
     with tempfile.TemporaryDirectory() as d:
-        float_sess, int8_sess = _sessions(onnx_path, calib["x"], Path(d))
-        outs = {"float": _run_ort(float_sess, x), "cvm": _run_cvm(model, x), "ort int8": _run_ort(int8_sess, x)}
+        float_sess = session(onnx_path)
+        int8_sess = session(quantize_ort_int8(onnx_path, calib["x"], Path(d), float_sess.get_inputs()[0].name))
+        outs = {"float": run_ort(float_sess, x), "cvm": run_cvm(model, x), "ort int8": run_ort(int8_sess, x)}
+        ms = latency_ms(model, float_sess, int8_sess, x[:1])
     if kind == "cls":
         metrics = _cls_metrics(outs, y)
     elif kind == "det":
@@ -105,7 +87,8 @@ def measure(kind: str) -> str:
     gas = model.cost(1)
     return (f"| {kind} | {tuple(x.shape[1:])}, {len(x)} test / {len(calib['x'])} calibration | "
             f"{seconds:.0f} s, opset {model.graph.opset}, {len(model.graph.nodes)} nodes, gas {gas:.3g} | "
-            f"{metrics['float']} | {metrics['cvm']} | {metrics['ort int8']} |")
+            f"{metrics['float']} | {metrics['cvm']} | {metrics['ort int8']} | "
+            f"{ms['numba']:.1f} / {ms['ort float']:.1f} / {ms['ort int8']:.1f} |")
 
 
 def main() -> None:
@@ -114,8 +97,8 @@ def main() -> None:
     kinds = p.parse_args().kinds
     rows = [f"Rendered text, measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores "
             f"(conversion time includes calibration).", "",
-            "| model | input, samples | conversion | float | CVM integer | onnxruntime int8 |",
-            "|---|---|---|---|---|---|"]
+            "| model | input, samples | conversion | float | CVM integer | onnxruntime int8 | "
+            "batch-1 ms, one thread: CVM numba / ort float / ort int8 |", "|---|---|---|---|---|---|---|"]
     for kind in kinds:
         rows.append(measure(kind))
         print(rows[-1], flush=True)
