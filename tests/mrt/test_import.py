@@ -210,8 +210,9 @@ REFUSED = {
                               "batch axis"),
     "flatten_axis2": ([N("Flatten", ["x"], ["y"], axis=2, name="f")], {}, "merges the batch"),
     "softmax_axis0": ([N("Softmax", ["x"], ["y"], axis=0, name="s")], {}, "batch axis"),
-    "transpose_batch": ([N("Transpose", ["x"], ["y"], perm=[1, 0, 2], name="t")], {},
-                        "moves the batch axis"),
+    # a batch moved off axis 0 is stored batch-first (batch_major.py); an op that cannot follow it is refused
+    "transpose_batch": ([N("Transpose", ["x"], ["t"], perm=[1, 0, 2], name="t"), N("Flatten", ["t"], ["y"], name="f")],
+                        {}, "reads 't', whose batch is on ONNX axis 1"),
     "pad_wrap": ([N("Pad", ["x", "p"], ["y"], mode="wrap", name="p")],
                  {"p": i64([0, 0, 1, 0, 0, 1])}, "mode 'wrap'"),
     "pad_batch": ([N("Pad", ["x", "p"], ["y"], name="p")], {"p": i64([1, 0, 0, 0, 0, 0])},
