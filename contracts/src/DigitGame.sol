@@ -3,7 +3,7 @@ pragma solidity ^0.8.28;
 
 import {ModelRegistry} from "./ModelRegistry.sol";
 import {InferenceOracle} from "./InferenceOracle.sol";
-import {IInferenceConsumer} from "./IInferenceConsumer.sol";
+import {InferenceConsumer} from "./InferenceConsumer.sol";
 import {ICVM} from "./ICVM.sol";
 
 /// @title DigitGame
@@ -12,86 +12,75 @@ import {ICVM} from "./ICVM.sol";
 /// or synchronously by the CVM precompile (`playNow`, embedded chain only). The contract decodes
 /// the integer logits, takes the argmax and records a win when it equals the guess; a win also
 /// earns `prize` from the contract's balance while the pool lasts (pulled with `claimPrize`).
-/// If the oracle lets a request expire, `refund` returns the player's fee.
-contract DigitGame is IInferenceConsumer {
+/// It inherits InferenceConsumer: only results of its own requests for its model are scored, and
+/// if the oracle lets a request expire, `reclaimExpired` (alias `refund`) returns the player's fee.
+contract DigitGame is InferenceConsumer {
     struct Game {
         address player;
         uint8 guess;
-        bool resolved;
-        uint80 fee;
     }
 
-    InferenceOracle public immutable oracle;
     bytes32 public immutable modelHash;
     uint256 public immutable numClasses;
     uint256 public immutable elementBytes;
     uint256 public immutable prize;
+    uint64 public immutable challengeWindow; // 0: trust the oracle's k-of-n majority
 
-    mapping(uint256 => Game) public games; // by oracle request id
+    mapping(uint256 => Game) public games; // by oracle request id, until resolved
     mapping(address => uint256) public wins;
     mapping(address => uint256) public prizes;
     uint256 public reservedPrizes; // won, not yet claimed
-    uint256 public refundPool; // refunds pulled from the oracle, not yet paid to their players
 
     event GameStarted(uint256 indexed requestId, address indexed player, uint8 guess);
     event GamePlayed(uint256 indexed requestId, address indexed player, uint8 guess, uint256 predicted, bool won);
+    event GameRefunded(uint256 indexed requestId, address indexed player, uint256 fee);
 
-    error NotOracle(address caller);
-    error UnknownGame(uint256 requestId);
-    error AlreadyResolved(uint256 requestId);
     error WrongOutputLength(uint256 length, uint256 expected);
-    error NotExpired(uint256 requestId);
     error NothingToClaim(address player);
     error TransferFailed();
 
-    constructor(InferenceOracle oracle_, bytes32 modelHash_, uint256 prize_) payable {
-        oracle = oracle_;
+    constructor(InferenceOracle oracle_, bytes32 modelHash_, uint256 prize_, uint64 challengeWindow_)
+        payable
+        InferenceConsumer(oracle_)
+    {
         modelHash = modelHash_;
         prize = prize_;
+        challengeWindow = challengeWindow_;
         ModelRegistry.Model memory m = oracle_.registry().getModel(modelHash_);
         elementBytes = oracle_.registry().elementBytes(m.output.bits);
         numClasses = m.outputBytes / elementBytes;
     }
 
-    receive() external payable {}
-
-    /// Asynchronous: forwards msg.value as the oracle fee; the result arrives in onInferenceResult.
+    /// Asynchronous: forwards msg.value as the oracle fee; the result arrives in _onResult.
     function play(bytes calldata image, uint8 guess) external payable returns (uint256 requestId) {
-        requestId = oracle.request{value: msg.value}(modelHash, image, address(this));
-        games[requestId] = Game({player: msg.sender, guess: guess, resolved: false, fee: uint80(msg.value)});
+        requestId = _requestInference(modelHash, image, msg.value, challengeWindow);
+        games[requestId] = Game({player: msg.sender, guess: guess});
         emit GameStarted(requestId, msg.sender, guess);
     }
 
-    function onInferenceResult(uint256 requestId, bytes32, bytes calldata output) external {
-        if (msg.sender != address(oracle)) revert NotOracle(msg.sender);
-        Game storage g = games[requestId];
-        if (g.player == address(0)) revert UnknownGame(requestId);
-        if (g.resolved) revert AlreadyResolved(requestId);
-        g.resolved = true;
+    function _onResult(uint256 requestId, bytes calldata output) internal override {
+        Game memory g = games[requestId];
+        delete games[requestId];
         _score(requestId, g.player, g.guess, output);
+    }
+
+    /// Pays the fee of an expired request back to its player.
+    function refund(uint256 requestId) external {
+        reclaimExpired(requestId);
+    }
+
+    function _onRefund(uint256 requestId, uint256 fee) internal override {
+        address player = games[requestId].player;
+        delete games[requestId];
+        emit GameRefunded(requestId, player, fee);
+        (bool ok,) = payable(player).call{value: fee}("");
+        if (!ok) revert TransferFailed();
     }
 
     /// Synchronous, through the CVM precompile: the result is known in the same transaction.
     function playNow(bytes calldata image, uint8 guess) external returns (uint256 predicted, bool won) {
         bytes memory output = ICVM.infer(modelHash, image);
         return _score(0, msg.sender, guess, output);
-    }
-
-    /// Pays the fee of an expired request back to its player (the oracle refunded it to this contract).
-    function refund(uint256 requestId) external {
-        Game storage g = games[requestId];
-        if (g.player == address(0)) revert UnknownGame(requestId);
-        if (g.resolved) revert AlreadyResolved(requestId);
-        if (oracle.statusOf(requestId) != InferenceOracle.Status.Expired) revert NotExpired(requestId);
-        g.resolved = true;
-        uint256 owed = oracle.claimable(address(this));
-        if (owed > 0) {
-            refundPool += owed;
-            oracle.claim();
-        }
-        refundPool -= g.fee;
-        (bool ok,) = payable(g.player).call{value: g.fee}("");
-        if (!ok) revert TransferFailed();
     }
 
     function claimPrize() external {

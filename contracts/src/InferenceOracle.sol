@@ -3,40 +3,50 @@ pragma solidity ^0.8.28;
 
 import {ModelRegistry} from "./ModelRegistry.sol";
 import {IInferenceConsumer} from "./IInferenceConsumer.sol";
+import {DisputeGame} from "./DisputeGame.sol";
 
 /// @title InferenceOracle
 /// @notice Asynchronous CVM inference on any EVM chain. Staked operators run the registered model
-/// off chain and agree on the output by commit-reveal:
+/// off chain, commit to their output and to their whole execution trace, reveal, and a dispute
+/// game re-executes one step on chain when two of them disagree:
 ///
-///   request ──▶ commit phase ──▶ reveal phase ──▶ finalised (k equal reveals) ──▶ callback
-///                                             └──▶ expired (reveal deadline passed) ──▶ refund
+///   request ──▶ commit (drawn operators) ──▶ reveal ──┬─▶ window 0: k equal reveals finalise at once
+///                                                    └─▶ window W: after W, the one result no
+///                                                        dispute refuted finalises (`finalize`)
+///   disagreement ──▶ openDispute ──▶ DisputeGame (bisection, one step re-executed) ──▶ loser slashed
 ///
-/// 1. A requester pays a fee and names a registered model, one input sample and a callback. The
-///    fee is at least `feeFor(modelHash)`: a minimum plus a price per unit of the model's gas.
-/// 2. Up to n active operators commit keccak256(abi.encode(requestId, outputHash, salt, operator))
-///    before the commit deadline. The operator is inside the hash, so a commitment cannot be
-///    copied by someone else.
-/// 3. The reveal phase opens when n operators have committed or the commit deadline passes.
-///    Each operator reveals (outputHash, salt, output bytes). A reveal votes for the pair
-///    (outputHash, keccak256(output)), so the bytes passed to the consumer are the agreed ones.
-/// 4. The k-th equal vote finalises the request: the fee is split among the k agreeing
-///    operators, operators that revealed something else are slashed, then the consumer is called
-///    with a bounded amount of gas. A failing callback does not undo the finalisation.
-/// 5. After the reveal deadline anyone may `settle`: an unfinalised request expires and its fee
-///    is refunded; operators that committed but never revealed are slashed.
+/// 1. A requester pays at least `feeFor(modelHash)` and names a registered model, one input sample,
+///    a callback and a challenge window (0: trust the k-of-n majority, the fast path).
+/// 2. Operators are drawn by stake: operator o may commit to request r when
+///    keccak256(abi.encode(blockhash(requestBlock), r, o)) mod totalStake < stake(o) * n,
+///    so each holds about n * stake / totalStake of the n seats whatever the number of addresses
+///    its stake is split over. The seed is fixed only once the request's block is sealed, and
+///    stake added in or after that block does not count. Each commit locks `slashAmount` of the
+///    operator's stake until the request is closed: one stake cannot block unbounded requests.
+/// 3. A commitment is keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator)),
+///    where traceRoot is the Merkle root of every tensor of the run (spec: docs/chain.md).
+/// 4. A reveal votes for (outputHash, keccak256(output), traceRoot). Nobody is slashed for
+///    disagreeing: two revealers with different votes settle it with `openDispute`; the game
+///    finds the first step where their traces differ and re-executes it; a refuted vote's
+///    revealers are all slashed, half of it to the winner.
+/// 5. `settle` after the reveal deadline (plus the window, and once no dispute is open): expires an
+///    unfinalised request (refund), slashes committers that never revealed, releases the bonds.
 ///
-/// Payouts (fees, refunds, slashed stake for the treasury) are credited and pulled with `claim`.
+/// Payouts (fees, refunds, slashed stake) are credited and pulled with `claim`.
 contract InferenceOracle {
     struct Config {
-        uint8 quorum; // k: equal reveals needed to finalise
-        uint8 committeeSize; // n: most commits a request accepts
-        uint128 minStake; // stake an operator needs to commit
-        uint128 slashAmount; // taken from an operator per offence (at most its stake)
+        uint8 quorum; // k: equal reveals that finalise a request with a zero challenge window
+        uint8 committeeSize; // n: seats per request (commits accepted; the draw's expected size)
+        uint128 minStake; // stake an operator needs to be drawn
+        uint128 slashAmount; // bond locked per commit, and taken per offence
         uint128 minFee; // least fee a request pays, whatever the model
         uint128 feePerGas; // plus this much per unit of the model's registered CVM gas
+        uint128 operatorGasPrice; // plus this much per unit of the chain gas the operators spend
         uint64 commitWindow; // seconds from the request to the commit deadline
         uint64 revealWindow; // seconds from the commit deadline to the reveal deadline
         uint64 withdrawalDelay; // seconds from requestUnstake to withdrawStake
+        uint64 maxChallengeWindow; // the longest challenge window a request may ask for
+        uint64 disputeMoveTime; // seconds each party has for each move of a dispute
         uint32 callbackGasLimit; // gas given to the consumer's callback
         address treasury; // receives slashed stake
     }
@@ -57,14 +67,20 @@ contract InferenceOracle {
         bytes32 modelHash;
         address requester;
         uint64 commitDeadline;
-        address callback;
-        uint64 revealDeadline;
         uint8 commits;
         uint8 reveals;
         Status status;
         bool settled;
+        address callback;
+        uint64 revealDeadline;
+        uint32 outputBytes; // the registered output size: a reveal of another length is refused
         uint128 fee;
-        bytes32 result; // the agreed vote, keccak256(abi.encode(outputHash, keccak256(output)))
+        uint128 totalStake; // drawable stake when the request was made
+        bytes32 inputHash; // keccak256(input): the first leaf of every trace
+        uint64 requestBlock; // its blockhash seeds the draw
+        uint64 challengeWindow; // seconds after the reveal deadline for disputes (0: fast path)
+        uint8 openDisputes;
+        bytes32 result; // the agreed vote, keccak256(abi.encode(outputHash, keccak256(output), traceRoot))
         bytes32 outputHash; // the agreed output hash
     }
 
@@ -72,35 +88,50 @@ contract InferenceOracle {
         bytes32 commitment;
         bytes32 vote; // zero until revealed
         bool slashed;
+        bool bonded; // its slashAmount is locked in the operator's stake
     }
 
     struct Operator {
         uint128 stake;
         uint64 unlockTime; // zero while active; set by requestUnstake
+        uint64 stakedAt; // block of the last deposit: counts for requests of later blocks only
+        uint128 locked; // bonds of open requests
     }
 
     uint256 public constant MAX_COMMITTEE = 16;
+    uint256 public constant MAX_CALLBACK_GAS = 5_000_000;
     /// Gas kept back for the work after the callback, on top of the 1/64 the EVM withholds.
     uint256 public constant CALLBACK_GAS_RESERVE = 20_000;
+    /// revealGas: a reveal's own work, and what finalising adds per committer (payment, bond).
+    uint256 public constant REVEAL_BASE_GAS = 150_000;
+    uint256 public constant PER_COMMITTER_GAS = 40_000;
+    /// feeFor: the chain gas one operator spends on a commit and a reveal, before output bytes.
+    uint256 public constant OPERATOR_ROUND_GAS = 200_000;
 
     ModelRegistry public immutable registry;
+    DisputeGame public immutable disputeGame;
     uint8 public immutable quorum;
     uint8 public immutable committeeSize;
     uint128 public immutable minStake;
     uint128 public immutable slashAmount;
     uint128 public immutable minFee;
     uint128 public immutable feePerGas;
+    uint128 public immutable operatorGasPrice;
     uint64 public immutable commitWindow;
     uint64 public immutable revealWindow;
     uint64 public immutable withdrawalDelay;
+    uint64 public immutable maxChallengeWindow;
     uint32 public immutable callbackGasLimit;
     address public immutable treasury;
 
     uint256 public requestCount;
+    uint256 public totalStake; // stake of active operators (stake >= minStake, not leaving)
     mapping(uint256 => Request) private _requests;
     mapping(uint256 => mapping(address => Submission)) private _submissions;
     mapping(uint256 => address[]) private _committers;
     mapping(uint256 => mapping(bytes32 => uint256)) public votes;
+    mapping(uint256 => mapping(bytes32 => bool)) public refuted; // votes a dispute proved wrong
+    mapping(uint256 => mapping(bytes32 => bool)) public disputed; // keccak(vote, vote) pairs already disputed
     mapping(address => Operator) public operators;
     mapping(address => uint256) public claimable;
 
@@ -117,38 +148,62 @@ contract InferenceOracle {
         uint256 fee,
         uint64 commitDeadline,
         uint64 revealDeadline,
+        uint64 challengeWindow,
         bytes input
     );
     event Committed(uint256 indexed requestId, address indexed operator);
-    event Revealed(uint256 indexed requestId, address indexed operator, bytes32 outputHash);
+    event RevealPhaseOpened(uint256 indexed requestId);
+    event Revealed(
+        uint256 indexed requestId, address indexed operator, bytes32 outputHash, bytes32 outputKeccak, bytes32 traceRoot
+    );
     event Finalized(uint256 indexed requestId, bytes32 outputHash, bytes output);
     event CallbackResult(uint256 indexed requestId, bool success);
     event Expired(uint256 indexed requestId);
+    event DisputeOpened(uint256 indexed requestId, uint256 indexed disputeId, address challenger, address defender);
+    event VoteRefuted(uint256 indexed requestId, bytes32 vote);
     event Slashed(uint256 indexed requestId, address indexed operator, uint256 amount, SlashReason reason);
     event Claimed(address indexed account, uint256 amount);
 
     error InvalidConfig();
     error Reentrancy();
     error NotOperator(address account);
+    error NotDisputeGame(address caller);
     error OperatorLeaving(address operator);
     error UnstakeNotRequested(address operator);
     error StakeLocked(uint64 unlockTime);
+    error BondsLocked(uint256 locked);
     error FeeTooLow(uint256 fee, uint256 required);
     error ModelNotAvailable(bytes32 modelHash);
     error InputLengthMismatch(uint256 length, uint256 expected);
+    error ChallengeWindowTooLong(uint256 window, uint256 max);
     error UnknownRequest(uint256 requestId);
     error RequestNotPending(uint256 requestId);
     error CommitPhaseOver(uint256 requestId);
     error CommitteeFull(uint256 requestId);
+    error SeedNotReady(uint256 requestId);
+    error SeedUnavailable(uint256 requestId);
+    error NotDrawn(uint256 requestId, address operator);
+    error InsufficientFreeStake(uint256 free, uint256 needed);
     error EmptyCommitment();
     error AlreadyCommitted(uint256 requestId, address operator);
     error NotCommitted(uint256 requestId, address operator);
     error AlreadyRevealed(uint256 requestId, address operator);
     error RevealPhaseNotOpen(uint256 requestId);
     error RevealPhaseOver(uint256 requestId);
+    error WrongOutputLength(uint256 length, uint256 expected);
     error CommitmentMismatch(uint256 requestId, address operator);
     error RevealPhaseNotOver(uint256 requestId);
+    error ChallengeWindowOpen(uint256 requestId);
+    error DisputesOpen(uint256 requestId);
     error AlreadySettled(uint256 requestId);
+    error ResultAwaitsFinalize(uint256 requestId);
+    error NoUniqueResult(uint256 requestId);
+    error NotRevealed(uint256 requestId, address operator);
+    error ClaimMismatch(address operator);
+    error SameVote();
+    error VoteAlreadyRefuted(bytes32 vote);
+    error AlreadyDisputed(uint256 requestId);
+    error DisputeWindowOver(uint256 requestId);
     error InsufficientGasForCallback(uint256 available, uint256 needed);
     error NothingToClaim(address account);
     error TransferFailed(address to, uint256 amount);
@@ -160,17 +215,15 @@ contract InferenceOracle {
         _locked = false;
     }
 
-    modifier onlyActiveOperator() {
-        if (!isOperator(msg.sender)) revert NotOperator(msg.sender);
-        _;
-    }
-
     constructor(ModelRegistry registry_, Config memory c) {
+        disputeGame = new DisputeGame(c.disputeMoveTime);
         if (
             address(registry_) == address(0) || c.treasury == address(0) || c.quorum == 0
                 || c.quorum > c.committeeSize || c.committeeSize > MAX_COMMITTEE || c.minStake == 0
-                || c.slashAmount > c.minStake || c.commitWindow == 0 || c.revealWindow == 0
-                || c.withdrawalDelay <= uint256(c.commitWindow) + c.revealWindow
+                || c.slashAmount == 0 || c.slashAmount > c.minStake || c.commitWindow == 0 || c.revealWindow == 0
+                || c.disputeMoveTime == 0 || c.callbackGasLimit > MAX_CALLBACK_GAS
+                || c.withdrawalDelay <= uint256(c.commitWindow) + c.revealWindow + c.maxChallengeWindow
+                    + disputeGame.maxDuration()
         ) revert InvalidConfig();
         registry = registry_;
         quorum = c.quorum;
@@ -179,9 +232,11 @@ contract InferenceOracle {
         slashAmount = c.slashAmount;
         minFee = c.minFee;
         feePerGas = c.feePerGas;
+        operatorGasPrice = c.operatorGasPrice;
         commitWindow = c.commitWindow;
         revealWindow = c.revealWindow;
         withdrawalDelay = c.withdrawalDelay;
+        maxChallengeWindow = c.maxChallengeWindow;
         callbackGasLimit = c.callbackGasLimit;
         treasury = c.treasury;
     }
@@ -191,16 +246,18 @@ contract InferenceOracle {
     function stake() external payable {
         Operator storage op = operators[msg.sender];
         if (op.unlockTime != 0) revert OperatorLeaving(msg.sender);
-        op.stake += uint128(msg.value);
+        _setStake(op, op.stake + uint128(msg.value));
+        op.stakedAt = uint64(block.number);
         emit Staked(msg.sender, msg.value, op.stake);
     }
 
-    /// Stops taking new requests; the stake can be withdrawn after `withdrawalDelay`, which is
-    /// longer than a request's life, so an offence committed before leaving can still be slashed.
+    /// Stops being drawn; the stake can be withdrawn after `withdrawalDelay` (longer than a request's
+    /// life and its disputes) once no bond is locked in an open request.
     function requestUnstake() external {
         Operator storage op = operators[msg.sender];
         if (op.stake == 0) revert NotOperator(msg.sender);
         if (op.unlockTime != 0) revert OperatorLeaving(msg.sender);
+        totalStake -= _weight(op);
         op.unlockTime = uint64(block.timestamp) + withdrawalDelay;
         emit UnstakeRequested(msg.sender, op.unlockTime);
     }
@@ -209,6 +266,7 @@ contract InferenceOracle {
         Operator storage op = operators[msg.sender];
         if (op.unlockTime == 0) revert UnstakeNotRequested(msg.sender);
         if (block.timestamp < op.unlockTime) revert StakeLocked(op.unlockTime);
+        if (op.locked != 0) revert BondsLocked(op.locked);
         uint256 amount = op.stake;
         delete operators[msg.sender];
         emit StakeWithdrawn(msg.sender, amount);
@@ -216,21 +274,42 @@ contract InferenceOracle {
     }
 
     function isOperator(address account) public view returns (bool) {
-        Operator storage op = operators[account];
-        return op.stake >= minStake && op.unlockTime == 0;
+        return _weight(operators[account]) != 0;
     }
 
     // ---------------------------------------------------------------- requests
 
-    /// The least fee a request for this model pays: the operators' work grows with the model's
-    /// static cost, so the fee does too.
+    /// The least fee a request for this model pays: minFee + feePerGas * (registered CVM gas)
+    /// + operatorGasPrice * (n * (OPERATOR_ROUND_GAS + 16 * outputBytes) + callbackGasLimit):
+    /// the operators' compute and the chain gas of their commits, reveals and the callback.
     function feeFor(bytes32 modelHash) public view returns (uint256) {
-        return uint256(minFee) + uint256(feePerGas) * registry.getModel(modelHash).gas;
+        ModelRegistry.Model memory m = registry.getModel(modelHash);
+        uint256 chainGas = uint256(committeeSize) * (OPERATOR_ROUND_GAS + 16 * uint256(m.outputBytes)) + callbackGasLimit;
+        return uint256(minFee) + uint256(feePerGas) * m.gas + uint256(operatorGasPrice) * chainGas;
     }
 
+    /// A request on the fast path (challenge window 0: k equal reveals are final at once).
     function request(bytes32 modelHash, bytes calldata input, address callback)
         external
         payable
+        returns (uint256)
+    {
+        return _request(modelHash, input, callback, 0);
+    }
+
+    /// A request whose result is final `challengeWindow` seconds after the reveal deadline, if no
+    /// dispute refuted it: one honest drawn operator is then enough.
+    function requestWithWindow(bytes32 modelHash, bytes calldata input, address callback, uint64 challengeWindow)
+        external
+        payable
+        returns (uint256)
+    {
+        if (challengeWindow > maxChallengeWindow) revert ChallengeWindowTooLong(challengeWindow, maxChallengeWindow);
+        return _request(modelHash, input, callback, challengeWindow);
+    }
+
+    function _request(bytes32 modelHash, bytes calldata input, address callback, uint64 window)
+        private
         returns (uint256 requestId)
     {
         if (!registry.isActive(modelHash)) revert ModelNotAvailable(modelHash);
@@ -247,29 +326,66 @@ contract InferenceOracle {
         r.fee = uint128(msg.value);
         r.commitDeadline = uint64(block.timestamp) + commitWindow;
         r.revealDeadline = r.commitDeadline + revealWindow;
+        r.outputBytes = uint32(registry.outputBytes(modelHash));
         r.status = Status.Pending;
+        r.totalStake = uint128(totalStake);
+        r.inputHash = keccak256(input);
+        r.requestBlock = uint64(block.number);
+        r.challengeWindow = window;
+        _emitRequested(requestId, r, input);
+    }
+
+    function _emitRequested(uint256 requestId, Request storage r, bytes calldata input) private {
         emit InferenceRequested(
-            requestId, modelHash, msg.sender, callback, msg.value, r.commitDeadline, r.revealDeadline, input
+            requestId, r.modelHash, r.requester, r.callback, r.fee, r.commitDeadline, r.revealDeadline,
+            r.challengeWindow, input
         );
     }
 
-    function commit(uint256 requestId, bytes32 commitment) external onlyActiveOperator {
+    /// The draw's seed: the hash of the request's block, known only once that block is sealed.
+    function seedOf(uint256 requestId) public view returns (bytes32) {
+        Request storage r = _requests[requestId];
+        if (block.number <= r.requestBlock) revert SeedNotReady(requestId);
+        bytes32 h = blockhash(r.requestBlock);
+        if (h == bytes32(0)) revert SeedUnavailable(requestId); // older than 256 blocks
+        return keccak256(abi.encode(h, requestId));
+    }
+
+    /// Whether `operator` is drawn for the request: active, staked before the request's block, and
+    /// keccak256(abi.encode(seed, operator)) mod totalStake < stake * n.
+    function isDrawn(uint256 requestId, address operator) public view returns (bool) {
+        Request storage r = _requests[requestId];
+        Operator storage op = operators[operator];
+        uint256 w = _weight(op);
+        if (w == 0 || op.stakedAt >= r.requestBlock || r.totalStake == 0) return false;
+        uint256 ticket = uint256(keccak256(abi.encode(seedOf(requestId), operator))) % r.totalStake;
+        return ticket < w * committeeSize;
+    }
+
+    function commit(uint256 requestId, bytes32 commitment) external {
         Request storage r = _pending(requestId);
         if (block.timestamp > r.commitDeadline) revert CommitPhaseOver(requestId);
         if (r.commits >= committeeSize) revert CommitteeFull(requestId);
         if (commitment == bytes32(0)) revert EmptyCommitment();
         Submission storage s = _submissions[requestId][msg.sender];
         if (s.commitment != bytes32(0)) revert AlreadyCommitted(requestId, msg.sender);
+        if (!isOperator(msg.sender)) revert NotOperator(msg.sender);
+        if (!isDrawn(requestId, msg.sender)) revert NotDrawn(requestId, msg.sender);
+        Operator storage op = operators[msg.sender];
+        if (op.stake - op.locked < slashAmount) revert InsufficientFreeStake(op.stake - op.locked, slashAmount);
 
+        op.locked += slashAmount;
         s.commitment = commitment;
+        s.bonded = true;
         _committers[requestId].push(msg.sender);
         r.commits += 1;
         emit Committed(requestId, msg.sender);
+        if (r.commits == committeeSize) emit RevealPhaseOpened(requestId);
     }
 
-    /// Reveals a commitment. Allowed after finalisation too (until the reveal deadline), so that
-    /// a slow honest operator is not slashed for a missed reveal; it earns no fee then.
-    function reveal(uint256 requestId, bytes32 outputHash, bytes32 salt, bytes calldata output)
+    /// Reveals a commitment. Allowed after finalisation too (until the reveal deadline); an
+    /// agreeing late reveal gets its bond back and no fee.
+    function reveal(uint256 requestId, bytes32 outputHash, bytes32 traceRoot, bytes32 salt, bytes calldata output)
         external
         nonReentrant
     {
@@ -280,42 +396,59 @@ contract InferenceOracle {
         if (r.status == Status.Expired) revert RequestNotPending(requestId);
         if (!revealOpen(requestId)) revert RevealPhaseNotOpen(requestId);
         if (block.timestamp > r.revealDeadline) revert RevealPhaseOver(requestId);
-        if (commitmentFor(requestId, outputHash, salt, msg.sender) != s.commitment) {
+        if (output.length != r.outputBytes) revert WrongOutputLength(output.length, r.outputBytes);
+        if (commitmentFor(requestId, outputHash, traceRoot, salt, msg.sender) != s.commitment) {
             revert CommitmentMismatch(requestId, msg.sender);
         }
 
-        bytes32 vote = keccak256(abi.encode(outputHash, keccak256(output)));
+        bytes32 outputKeccak = keccak256(output);
+        bytes32 vote = keccak256(abi.encode(outputHash, outputKeccak, traceRoot));
         s.vote = vote;
         r.reveals += 1;
-        emit Revealed(requestId, msg.sender, outputHash);
+        emit Revealed(requestId, msg.sender, outputHash, outputKeccak, traceRoot);
 
         if (r.status == Status.Finalized) {
-            if (vote != r.result) _slash(requestId, msg.sender, SlashReason.WrongResult);
-        } else if (++votes[requestId][vote] == quorum) {
+            if (vote == r.result) _release(requestId, msg.sender);
+        } else if (++votes[requestId][vote] == quorum && r.challengeWindow == 0) {
             _finalize(requestId, r, vote, outputHash, output);
         }
     }
 
-    /// After the reveal deadline: expires an unfinalised request (refunding its fee) and slashes
-    /// every operator that committed but did not reveal. Anyone may call it, once per request.
+    /// After the challenge window (window > 0 only): finalises with the one vote that no dispute
+    /// refuted; anyone may call it with that vote's output.
+    function finalize(uint256 requestId, bytes32 outputHash, bytes32 traceRoot, bytes calldata output)
+        external
+        nonReentrant
+    {
+        Request storage r = _pending(requestId);
+        _checkClosable(requestId, r);
+        bytes32 vote = keccak256(abi.encode(outputHash, keccak256(output), traceRoot));
+        if (r.challengeWindow == 0 || _survivor(requestId) != vote || vote == bytes32(0)) {
+            revert NoUniqueResult(requestId);
+        }
+        r.settled = true;
+        _closeBonds(requestId);
+        _finalize(requestId, r, vote, outputHash, output);
+    }
+
+    /// After the reveal deadline and challenge window, with no dispute open: expires an unfinalised
+    /// request (refunding its fee), slashes every committer that did not reveal, and releases the
+    /// other bonds. Anyone may call it, once per request.
     function settle(uint256 requestId) external nonReentrant {
         Request storage r = _requests[requestId];
         if (r.status == Status.None) revert UnknownRequest(requestId);
         if (r.settled) revert AlreadySettled(requestId);
-        if (block.timestamp <= r.revealDeadline) revert RevealPhaseNotOver(requestId);
+        _checkClosable(requestId, r);
+        if (r.status == Status.Pending && r.challengeWindow != 0 && _survivor(requestId) != bytes32(0)) {
+            revert ResultAwaitsFinalize(requestId);
+        }
         r.settled = true;
-
         if (r.status == Status.Pending) {
             r.status = Status.Expired;
             claimable[r.requester] += r.fee;
             emit Expired(requestId);
         }
-        address[] storage committers = _committers[requestId];
-        for (uint256 i = 0; i < committers.length; i++) {
-            if (_submissions[requestId][committers[i]].vote == bytes32(0)) {
-                _slash(requestId, committers[i], SlashReason.MissedReveal);
-            }
-        }
+        _closeBonds(requestId);
     }
 
     function claim() external nonReentrant {
@@ -326,19 +459,65 @@ contract InferenceOracle {
         _send(msg.sender, amount);
     }
 
+    // ---------------------------------------------------------------- disputes
+
+    /// A revealer disputes another revealer's different vote, until the reveal deadline plus the
+    /// request's challenge window. The game bisects the two traces and re-executes one step.
+    function openDispute(uint256 requestId, address defender, DisputeGame.Claim calldata mine, DisputeGame.Claim calldata theirs)
+        external
+        returns (uint256 disputeId)
+    {
+        Request storage r = _requests[requestId];
+        if (r.status == Status.None || r.status == Status.Expired) revert RequestNotPending(requestId);
+        if (block.timestamp > uint256(r.revealDeadline) + r.challengeWindow) revert DisputeWindowOver(requestId);
+        bytes32 voteC = _claimedVote(requestId, msg.sender, mine);
+        bytes32 voteD = _claimedVote(requestId, defender, theirs);
+        if (voteC == voteD) revert SameVote();
+        if (refuted[requestId][voteC]) revert VoteAlreadyRefuted(voteC);
+        if (refuted[requestId][voteD]) revert VoteAlreadyRefuted(voteD);
+        bytes32 pair = voteC < voteD ? keccak256(abi.encode(voteC, voteD)) : keccak256(abi.encode(voteD, voteC));
+        if (disputed[requestId][pair]) revert AlreadyDisputed(requestId);
+        disputed[requestId][pair] = true;
+        r.openDisputes += 1;
+        disputeId = disputeGame.start(
+            DisputeGame.Start(requestId, r.modelHash, r.inputHash, msg.sender, defender, voteC, voteD, mine, theirs)
+        );
+        emit DisputeOpened(requestId, disputeId, msg.sender, defender);
+    }
+
+    /// The game's verdict: each refuted vote's revealers are slashed, half of it to the winner.
+    function resolveDispute(uint256 requestId, address challenger, address defender, bytes32 voteC, bytes32 voteD,
+        bool challengerWrong, bool defenderWrong) external {
+        if (msg.sender != address(disputeGame)) revert NotDisputeGame(msg.sender);
+        Request storage r = _requests[requestId];
+        r.openDisputes -= 1;
+        if (challengerWrong) _refute(requestId, voteC, defenderWrong ? address(0) : defender);
+        if (defenderWrong) _refute(requestId, voteD, challengerWrong ? address(0) : challenger);
+    }
+
     // ---------------------------------------------------------------- views
 
-    function commitmentFor(uint256 requestId, bytes32 outputHash, bytes32 salt, address operator)
+    function commitmentFor(uint256 requestId, bytes32 outputHash, bytes32 traceRoot, bytes32 salt, address operator)
         public
         pure
         returns (bytes32)
     {
-        return keccak256(abi.encode(requestId, outputHash, salt, operator));
+        return keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator));
     }
 
     function revealOpen(uint256 requestId) public view returns (bool) {
         Request storage r = _requests[requestId];
         return r.status != Status.None && (r.commits >= committeeSize || block.timestamp > r.commitDeadline);
+    }
+
+    /// Gas that a reveal (or `finalize`) with `outputLength` output bytes needs when it finalises:
+    /// its own work, PER_COMMITTER_GAS for each seat, the output's calldata, log and memory, and the
+    /// callback's gas with the 1/64 the EVM withholds. The node sends reveals with this much.
+    function revealGas(uint256 outputLength) public view returns (uint256) {
+        uint256 words = (outputLength + 31) / 32 + 8;
+        uint256 memoryGas = 3 * words + (words * words) / 512;
+        return REVEAL_BASE_GAS + PER_COMMITTER_GAS * committeeSize + 40 * outputLength + 3 * memoryGas
+            + (uint256(callbackGasLimit) * 64) / 63 + CALLBACK_GAS_RESERVE;
     }
 
     function statusOf(uint256 requestId) external view returns (Status) {
@@ -357,6 +536,11 @@ contract InferenceOracle {
         return _committers[requestId];
     }
 
+    /// The one revealed vote that no dispute refuted, or zero when there is none or more than one.
+    function survivorOf(uint256 requestId) external view returns (bytes32) {
+        return _survivor(requestId);
+    }
+
     // ---------------------------------------------------------------- internals
 
     function _pending(uint256 requestId) private view returns (Request storage r) {
@@ -365,7 +549,30 @@ contract InferenceOracle {
         if (r.status != Status.Pending) revert RequestNotPending(requestId);
     }
 
-    /// Effects first (status, payouts, slashing), then the bounded callback.
+    function _checkClosable(uint256 requestId, Request storage r) private view {
+        if (block.timestamp <= r.revealDeadline) revert RevealPhaseNotOver(requestId);
+        if (block.timestamp <= uint256(r.revealDeadline) + r.challengeWindow) revert ChallengeWindowOpen(requestId);
+        if (r.openDisputes != 0) revert DisputesOpen(requestId);
+    }
+
+    function _survivor(uint256 requestId) private view returns (bytes32 found) {
+        address[] storage committers = _committers[requestId];
+        for (uint256 i = 0; i < committers.length; i++) {
+            bytes32 v = _submissions[requestId][committers[i]].vote;
+            if (v == bytes32(0) || refuted[requestId][v]) continue;
+            if (found != bytes32(0) && found != v) return bytes32(0);
+            found = v;
+        }
+    }
+
+    function _claimedVote(uint256 requestId, address operator, DisputeGame.Claim calldata c) private view returns (bytes32 vote) {
+        vote = _submissions[requestId][operator].vote;
+        if (vote == bytes32(0)) revert NotRevealed(requestId, operator);
+        if (keccak256(abi.encode(c.outputHash, c.outputKeccak, c.traceRoot)) != vote) revert ClaimMismatch(operator);
+    }
+
+    /// Effects first (status, payouts, bonds), then the bounded callback. The fee pays the caller
+    /// the callback's gas at operatorGasPrice, and the rest is split among the vote's revealers.
     function _finalize(uint256 requestId, Request storage r, bytes32 vote, bytes32 outputHash, bytes calldata output)
         private
     {
@@ -373,31 +580,39 @@ contract InferenceOracle {
         r.result = vote;
         r.outputHash = outputHash;
 
-        uint256 share = r.fee / quorum;
-        uint256 remainder = r.fee - share * quorum;
-        address[] storage committers = _committers[requestId];
-        for (uint256 i = 0; i < committers.length; i++) {
-            address op = committers[i];
-            bytes32 v = _submissions[requestId][op].vote;
-            if (v == vote) {
-                claimable[op] += share + remainder;
-                remainder = 0;
-            } else if (v != bytes32(0)) {
-                _slash(requestId, op, SlashReason.WrongResult);
-            }
-        }
+        uint256 fee = r.fee;
+        uint256 callbackPay = uint256(operatorGasPrice) * callbackGasLimit;
+        if (callbackPay > fee) callbackPay = fee;
+        claimable[msg.sender] += callbackPay;
+        _pay(requestId, vote, fee - callbackPay);
         emit Finalized(requestId, outputHash, output);
 
         if (r.callback != address(0)) _callback(requestId, r.callback, r.modelHash, output);
     }
 
-    /// Calls the consumer with exactly `callbackGasLimit` gas (the caller must supply enough so
-    /// the 63/64 rule cannot starve it) and without copying its return data.
+    /// Splits `amount` among the vote's revealers (the remainder to the first) and frees their bonds.
+    function _pay(uint256 requestId, bytes32 vote, uint256 amount) private {
+        address[] storage committers = _committers[requestId];
+        uint256 payees = votes[requestId][vote];
+        uint256 share = amount / payees;
+        uint256 remainder = amount - share * payees;
+        for (uint256 i = 0; i < committers.length; i++) {
+            address op = committers[i];
+            if (_submissions[requestId][op].vote == vote) {
+                claimable[op] += share + remainder;
+                remainder = 0;
+                _release(requestId, op);
+            }
+        }
+    }
+
+    /// Calls the consumer with exactly `callbackGasLimit` gas and without copying its return data.
+    /// The check comes after the call data is encoded, so its memory is paid already.
     function _callback(uint256 requestId, address target, bytes32 modelHash, bytes calldata output) private {
-        uint256 needed = (uint256(callbackGasLimit) * 64) / 63 + CALLBACK_GAS_RESERVE;
-        if (gasleft() < needed) revert InsufficientGasForCallback(gasleft(), needed);
         bytes memory data = abi.encodeCall(IInferenceConsumer.onInferenceResult, (requestId, modelHash, output));
         uint256 gasLimit = callbackGasLimit;
+        uint256 needed = (gasLimit * 64) / 63 + CALLBACK_GAS_RESERVE;
+        if (gasleft() < needed) revert InsufficientGasForCallback(gasleft(), needed);
         bool success;
         assembly ("memory-safe") {
             success := call(gasLimit, target, 0, add(data, 32), mload(data), 0, 0)
@@ -405,15 +620,63 @@ contract InferenceOracle {
         emit CallbackResult(requestId, success);
     }
 
-    function _slash(uint256 requestId, address operator, SlashReason reason) private {
+    /// At settle or finalize: committers that never revealed are slashed, the others' bonds released.
+    function _closeBonds(uint256 requestId) private {
+        address[] storage committers = _committers[requestId];
+        for (uint256 i = 0; i < committers.length; i++) {
+            address op = committers[i];
+            if (_submissions[requestId][op].vote == bytes32(0)) {
+                _slash(requestId, op, SlashReason.MissedReveal, address(0));
+            } else {
+                _release(requestId, op);
+            }
+        }
+    }
+
+    function _refute(uint256 requestId, bytes32 vote, address winner) private {
+        refuted[requestId][vote] = true;
+        emit VoteRefuted(requestId, vote);
+        address[] storage committers = _committers[requestId];
+        for (uint256 i = 0; i < committers.length; i++) {
+            if (_submissions[requestId][committers[i]].vote == vote) {
+                _slash(requestId, committers[i], SlashReason.WrongResult, winner);
+            }
+        }
+    }
+
+    function _release(uint256 requestId, address operator) private {
+        Submission storage s = _submissions[requestId][operator];
+        if (!s.bonded) return;
+        s.bonded = false;
+        operators[operator].locked -= slashAmount;
+    }
+
+    /// Takes the bond (or what is left of the stake): half to `winner` when there is one, the rest
+    /// to the treasury.
+    function _slash(uint256 requestId, address operator, SlashReason reason, address winner) private {
         Submission storage s = _submissions[requestId][operator];
         if (s.slashed) return;
         s.slashed = true;
+        _release(requestId, operator);
         Operator storage op = operators[operator];
         uint128 amount = op.stake < slashAmount ? op.stake : slashAmount;
-        op.stake -= amount;
-        claimable[treasury] += amount;
+        _setStake(op, op.stake - amount);
+        if (op.locked > op.stake) op.locked = op.stake;
+        uint256 reward = winner == address(0) ? 0 : amount / 2;
+        if (reward != 0) claimable[winner] += reward;
+        claimable[treasury] += amount - reward;
         emit Slashed(requestId, operator, amount, reason);
+    }
+
+    /// Drawable weight: the stake of an active operator (at least minStake, not leaving), else 0.
+    function _weight(Operator storage op) private view returns (uint256) {
+        return op.stake >= minStake && op.unlockTime == 0 ? op.stake : 0;
+    }
+
+    function _setStake(Operator storage op, uint128 amount) private {
+        totalStake -= _weight(op);
+        op.stake = amount;
+        totalStake += _weight(op);
     }
 
     function _send(address to, uint256 amount) private {

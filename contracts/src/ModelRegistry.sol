@@ -6,6 +6,12 @@ pragma solidity ^0.8.28;
 /// together with where to fetch the file, the shape of one input and one output sample, the
 /// model's static gas cost and the hash of its calibration data. An entry belongs to its author:
 /// only the author may change its URI or deprecate it. The hash, specs and gas never change.
+///
+/// Registration is commit-reveal, so that whoever sees a model hash in the mempool cannot register
+/// it first with false metadata: the author first commits keccak256(abi.encode(modelHash, author,
+/// salt)) with `commitRegistration`, then, in a later block, calls `register` with the salt. A
+/// front-runner's commitment is younger than the author's pending `register` transaction, so it
+/// cannot be revealed before it. (Publish the model file only after the commitment is mined.)
 contract ModelRegistry {
     /// Shape of one sample (the batch dimension left out) and the value width in bits (1..32).
     /// Values are stored on the wire as int8, int16 or int32 little-endian, chosen by `bits`.
@@ -31,10 +37,13 @@ contract ModelRegistry {
     uint256 public constant MAX_SAMPLE_BYTES = 1 << 26; // MAX_TENSOR_ELEMENTS (2^24) int32 elements
 
     mapping(bytes32 => Model) private _models;
+    /// registration commitment -> block number it was made in
+    mapping(bytes32 => uint256) public registrationCommitments;
 
     event ModelRegistered(bytes32 indexed modelHash, address indexed author, string uri, uint64 gas);
     event ModelURIUpdated(bytes32 indexed modelHash, string uri);
     event ModelDeprecated(bytes32 indexed modelHash);
+    event RegistrationCommitted(bytes32 indexed commitment, address indexed author);
 
     error ZeroModelHash();
     error ZeroGas();
@@ -43,6 +52,9 @@ contract ModelRegistry {
     error NotAuthor(bytes32 modelHash, address caller);
     error AlreadyDeprecated(bytes32 modelHash);
     error InvalidTensorSpec();
+    error RegistrationNotCommitted(bytes32 commitment);
+    error RegistrationTooEarly(bytes32 commitment);
+    error AlreadyCommitted(bytes32 commitment);
 
     modifier onlyAuthor(bytes32 modelHash) {
         address author = _models[modelHash].author;
@@ -51,17 +63,36 @@ contract ModelRegistry {
         _;
     }
 
+    /// keccak256(abi.encode(modelHash, author, salt)): what `commitRegistration` takes.
+    function registrationCommitment(bytes32 modelHash, address author, bytes32 salt) public pure returns (bytes32) {
+        return keccak256(abi.encode(modelHash, author, salt));
+    }
+
+    /// First step of registering: commits to (modelHash, msg.sender, salt) without showing the hash.
+    function commitRegistration(bytes32 commitment) external {
+        if (registrationCommitments[commitment] != 0) revert AlreadyCommitted(commitment);
+        registrationCommitments[commitment] = block.number;
+        emit RegistrationCommitted(commitment, msg.sender);
+    }
+
+    /// Second step, in a block after the commitment: registers the model to msg.sender.
     function register(
         bytes32 modelHash,
         string calldata uri,
         TensorSpec calldata input,
         TensorSpec calldata output,
         uint64 gas,
-        bytes32 calibrationHash
+        bytes32 calibrationHash,
+        bytes32 salt
     ) external {
         if (modelHash == bytes32(0)) revert ZeroModelHash();
         if (gas == 0) revert ZeroGas();
         if (_models[modelHash].author != address(0)) revert AlreadyRegistered(modelHash);
+        bytes32 commitment = registrationCommitment(modelHash, msg.sender, salt);
+        uint256 committedAt = registrationCommitments[commitment];
+        if (committedAt == 0) revert RegistrationNotCommitted(commitment);
+        if (committedAt >= block.number) revert RegistrationTooEarly(commitment);
+        delete registrationCommitments[commitment];
 
         Model storage m = _models[modelHash];
         m.author = msg.sender;

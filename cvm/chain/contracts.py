@@ -11,6 +11,7 @@ import ast
 import contextlib
 import json
 import logging
+import os
 import re
 from dataclasses import astuple, dataclass
 from functools import cache
@@ -158,7 +159,9 @@ def deploy(w3: Web3, account: LocalAccount, name: str, *args, value: int = 0,
 
 @dataclass(frozen=True)
 class OracleConfig:
-    """InferenceOracle.Config, in the Solidity field order."""
+    """InferenceOracle.Config, in the Solidity field order. withdrawal_delay must exceed
+    commit_window + reveal_window + max_challenge_window + 17 * dispute_move_time (the longest
+    dispute, DisputeGame.maxDuration)."""
 
     quorum: int = 2
     committee_size: int = 3
@@ -166,9 +169,12 @@ class OracleConfig:
     slash_amount: int = 5 * 10**17
     min_fee: int = 10**15
     fee_per_gas: int = 10**9  # wei per unit of CVM gas: 1 gwei, as an EVM gas price
+    operator_gas_price: int = 10**9  # wei per unit of the operators' chain gas the fee reimburses
     commit_window: int = 300
     reveal_window: int = 300
-    withdrawal_delay: int = 3600
+    withdrawal_delay: int = 86_400
+    max_challenge_window: int = 3_600
+    dispute_move_time: int = 300
     callback_gas_limit: int = 300_000
     treasury: str = ""
 
@@ -196,16 +202,21 @@ def tensor_spec(spec) -> tuple[list[int], int]:
 
 
 def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, uri: str = "",
-                   calibration_hash: bytes | None = None) -> dict:
-    """Registers `model` by its hash; the calibration hash defaults to the model's metadata's."""
+                   calibration_hash: bytes | None = None, salt: bytes | None = None) -> tuple[dict, dict]:
+    """Registers `model` by its hash, commit then reveal (ModelRegistry.commitRegistration, then
+    register in a later block); the calibration hash defaults to the model's metadata's.
+    Returns both receipts."""
     if len(model.inputs) != 1 or len(model.outputs) != 1:
         raise ValueError("the registry describes models with one input and one output")
     if calibration_hash is None:
         calibration_hash = model.meta.get("calibration_hash") or bytes(32)
         if isinstance(calibration_hash, str):
             calibration_hash = bytes.fromhex(calibration_hash.removeprefix("0x"))
+    salt = os.urandom(32) if salt is None else salt
+    commitment = registry.functions.registrationCommitment(model.hash, account.address, salt).call()
+    committed = send(registry.w3, account, registry.functions.commitRegistration(commitment))
     call = registry.functions.register(
         model.hash, uri or f"cvm:{model.hash.hex()}", tensor_spec(model.inputs[0]),
-        tensor_spec(model.outputs[0]), int(model.gas), calibration_hash,
+        tensor_spec(model.outputs[0]), int(model.gas), calibration_hash, salt,
     )
-    return send(registry.w3, account, call)
+    return committed, send(registry.w3, account, call)

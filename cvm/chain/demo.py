@@ -86,10 +86,11 @@ def setup(model: cvm.Model, model_file: Path, store: ModelStore, workdir: Path, 
     dep = deploy_oracle(w3, deployer, DEMO_CONFIG)
     gas = [["deploy ModelRegistry", dep.receipts["ModelRegistry"]["gasUsed"], ""],
            ["deploy InferenceOracle", dep.receipts["InferenceOracle"]["gasUsed"],
-            f"k={DEMO_CONFIG.quorum} of n={DEMO_CONFIG.committee_size}"]]
-    r = register_model(dep.registry, deployer, model, uri=f"file:{model_file.name}")
-    gas.append(["register model", r["gasUsed"], ""])
-    game, r = deploy(w3, deployer, "DigitGame", dep.oracle.address, model.hash, PRIZE, value=100 * PRIZE)
+            f"k={DEMO_CONFIG.quorum} of n={DEMO_CONFIG.committee_size}, with its DisputeGame"]]
+    committed, r = register_model(dep.registry, deployer, model, uri=f"file:{model_file.name}")
+    gas.append(["register model: commit", committed["gasUsed"], "commit-reveal: no front-running"])
+    gas.append(["register model: register", r["gasUsed"], "a block later"])
+    game, r = deploy(w3, deployer, "DigitGame", dep.oracle.address, model.hash, PRIZE, 0, value=100 * PRIZE)
     gas.append(["deploy DigitGame", r["gasUsed"], ""])
     keys, operators = accounts[:NUM_OPERATORS], []
     for i, key in enumerate(keys):
@@ -171,7 +172,8 @@ def run_demo(model_path: str | None = None, data_path: str | None = None, index:
         Check("callback scored", async_pred == expected_class, f"predicted {async_pred}"),
         Check("precompile output", raw == model.encode_output(expected), f"{len(raw)} bytes"),
         Check("precompile scored", sync_pred == expected_class, f"predicted {sync_pred}"),
-        Check("fee paid to the agreeing operators", paid == fee, f"{paid} of {fee} wei"),
+        Check("fee paid to the agreeing operators (the finaliser's callback gas included)", paid == fee,
+              f"{paid} of {fee} wei"),
     ]
     print(table(["path", "prediction", "label", "correct", "output hash"], [
         ["off-chain CVM", expected_class, label, expected_class == label, "0x" + expected_hash.hex()[:16] + "…"],

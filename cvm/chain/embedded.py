@@ -23,15 +23,19 @@ from web3.providers.eth_tester import EthereumTesterProvider
 
 from cvm.chain.precompile import CVM_PRECOMPILE_ADDRESS, make_cvm_precompile
 from cvm.chain.store import ModelStore
+from cvm.chain.trace_precompile import CVM_TRACE_ADDRESS, make_trace_precompile
 
 BLOCK_GAS_LIMIT = 1_000_000_000  # room for large models through the precompile
 NUM_ACCOUNTS = 10
 ESTIMATE_TOLERANCE = 1_000  # gas: an estimate is at most this much above the least that succeeds
 
 
-def cvm_vm_class(precompile) -> type[PragueVM]:
-    """A Prague VM whose precompiles also hold `precompile` at CVM_PRECOMPILE_ADDRESS."""
+def cvm_vm_class(precompile, trace_precompile=None) -> type[PragueVM]:
+    """A Prague VM whose precompiles also hold `precompile` at CVM_PRECOMPILE_ADDRESS and the dispute
+    game's `trace_precompile` at CVM_TRACE_ADDRESS."""
     precompiles = {**PragueComputation.get_precompiles(), CVM_PRECOMPILE_ADDRESS: precompile}
+    if trace_precompile is not None:
+        precompiles[CVM_TRACE_ADDRESS] = trace_precompile
     computation = type("CVMPragueComputation", (PragueComputation,), {"_precompiles": precompiles})
     state = type("CVMPragueState", (PragueState,), {"computation_class": computation})
     return type("CVMPragueVM", (PragueVM,), {"_state_class": state})
@@ -66,7 +70,7 @@ def estimate_gas(state: StateAPI, transaction: SignedTransactionAPI) -> int:
 class EmbeddedChain:
     def __init__(self, store: ModelStore, backend: str = "numba", num_accounts: int = NUM_ACCOUNTS):
         self.store = store
-        vm = cvm_vm_class(make_cvm_precompile(store, backend=backend))
+        vm = cvm_vm_class(make_cvm_precompile(store, backend=backend), make_trace_precompile(store))
         genesis = PyEVMBackend.generate_genesis_params(overrides={"gas_limit": BLOCK_GAS_LIMIT})
         state = PyEVMBackend.generate_genesis_state(num_accounts=num_accounts)
         self.backend = PyEVMBackend(
@@ -82,6 +86,9 @@ class EmbeddedChain:
 
     def timestamp(self) -> int:
         return self.w3.eth.get_block("latest")["timestamp"]
+
+    def mine(self, blocks: int = 1) -> None:
+        self.tester.mine_blocks(blocks)
 
     def advance_time(self, seconds: int) -> None:
         """Mines a block `seconds` after the latest one."""

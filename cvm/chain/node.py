@@ -38,16 +38,17 @@ from web3 import Web3
 from web3.exceptions import Web3Exception
 
 import cvm
+from cvm.chain.disputant import Claim, Disputant
 from cvm.chain.contracts import TxFailed, call_struct, contract_at, send
 from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, Status, check_transition, sql_check
 from cvm.chain.store import ModelStore, StoreError
+from cvm.chain.trace import Trace, output_leaf, run_trace
 
 log = logging.getLogger("cvm.node")
 
 RETRY_DELAY = 1.0  # seconds before the first retry of a failed step; doubles on each failure
 MAX_RETRY_DELAY = 60.0
 LOG_CHUNK = 2_000  # blocks per eth_getLogs query
-REVEAL_GAS_OVERHEAD = 400_000  # least gas of a reveal on top of the callback's gas: it may finalise
 ZERO32 = bytes(32)
 
 SCHEMA = f"""
@@ -59,6 +60,7 @@ CREATE TABLE IF NOT EXISTS requests (
     output      BLOB,
     output_hash BLOB,
     salt        BLOB,
+    trace_root  BLOB,
     commit_tx   TEXT,
     reveal_tx   TEXT,
     attempts    INTEGER NOT NULL DEFAULT 0,
@@ -80,6 +82,7 @@ class Job:
     output: bytes | None
     output_hash: bytes | None
     salt: bytes | None
+    trace_root: bytes | None
     commit_tx: str | None
     reveal_tx: str | None
     attempts: int
@@ -101,7 +104,7 @@ class OnChain:
 class Operator:
     def __init__(self, w3: Web3, account: LocalAccount, oracle_address: str, store: ModelStore,
                  db_path: str | os.PathLike, backend: str = "numba", from_block: int = 0,
-                 retry_delay: float = RETRY_DELAY, confirmations: int = 0):
+                 retry_delay: float = RETRY_DELAY, confirmations: int = 0, disputes: bool = True):
         self.w3 = w3
         self.account = account
         self.oracle = contract_at(w3, "InferenceOracle", oracle_address)
@@ -109,14 +112,20 @@ class Operator:
         self.store = store
         self.backend = backend
         self.retry_delay = retry_delay
+        self.disputes = disputes  # take part in the dispute game (off: trust the majority, for tests)
+        self.disputant = Disputant(w3, account, self.oracle)
         self.confirmations = confirmations  # a request is taken once this many blocks are on top of it
         self._retry_at: dict[int, float] = {}  # request id -> time.monotonic() of its next try
+        self._traces: dict[int, Trace] = {}  # request id -> its run, for disputes
         self._traced: dict[int, str] = {}  # request id (-1: the scan) -> the unexpected failure last logged with its traceback
         self.name = f"node {account.address[:10]}"
         self.db = sqlite3.connect(db_path)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(requests)")}
+        if "trace_root" not in columns:  # a database of a node from before trace commitments
+            self.db.execute("ALTER TABLE requests ADD COLUMN trace_root BLOB")
         self._bind_meta("oracle", self.oracle.address)
         self._bind_meta("operator", account.address)
         if self._meta("next_block") is None:
@@ -159,7 +168,7 @@ class Operator:
         if request_id is not None:
             where, args = where + ["request_id = ?"], args + [request_id]
         rows = self.db.execute(
-            "SELECT request_id, model_hash, input, state, output, output_hash, salt, commit_tx, reveal_tx, "
+            "SELECT request_id, model_hash, input, state, output, output_hash, salt, trace_root, commit_tx, reveal_tx, "
             f"attempts, note FROM requests WHERE {' AND '.join(where)} ORDER BY request_id", args,
         ).fetchall()
         return [Job(*row) for row in rows]
@@ -278,6 +287,12 @@ class Operator:
         if not self.oracle.functions.isOperator(self.account.address).call():
             self._done(job, "this account is not an active operator (stake too low or leaving)", logging.WARNING)
             return
+        drawn = self._drawn(job)
+        if drawn is None:
+            return  # the request's block is not sealed yet: its seed is unknown
+        if not drawn:
+            self._done(job, "not drawn for this request")
+            return
         if job.salt is None and not self._compute(job):
             return
         receipt = send(self.w3, self.account, self.oracle.functions.commit(job.request_id, self.commitment(job)))
@@ -298,9 +313,8 @@ class Operator:
             return
         if not self.oracle.functions.revealOpen(job.request_id).call():
             return  # waiting for the other commits or the commit deadline
-        call = self.oracle.functions.reveal(job.request_id, job.output_hash, job.salt, job.output)
-        gas = self.oracle.functions.callbackGasLimit().call() + REVEAL_GAS_OVERHEAD
-        receipt = send(self.w3, self.account, call, gas=gas)
+        call = self.oracle.functions.reveal(job.request_id, job.output_hash, job.trace_root, job.salt, job.output)
+        receipt = send(self.w3, self.account, call, gas=self.reveal_gas(job))
         self._move(job, REVEALED, reveal_tx=receipt["transactionHash"].hex())
         log.info("%s: request %d: revealed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
 
@@ -310,16 +324,29 @@ class Operator:
             self._move(job, COMMITTED, reveal_tx=None)
             log.warning("%s: request %d: reveal no longer on chain, revealing again", self.name, job.request_id)
             return
+        if self.disputes:  # dispute every different vote, move in every open dispute
+            mine = Claim(job.output_hash, Web3.keccak(job.output), job.trace_root)
+            self.disputant.play(job.request_id, self.trace(job), mine, from_block=req["requestBlock"])
+            req = call_struct(self.oracle.functions.getRequest(job.request_id))
+        ours = chain.vote == bytes(req["result"])
         everyone_revealed = req["reveals"] >= req["commits"]
-        if req["settled"] or (chain.status == Status.FINALIZED and everyone_revealed):
+        if req["settled"] or (chain.status == Status.FINALIZED and ours and everyone_revealed
+                              and not req["openDisputes"]):
             self._finish(job, req)
-        elif chain.now > req["revealDeadline"]:  # expire the request or slash a missing reveal: settle it
-            try:
-                receipt = send(self.w3, self.account, self.oracle.functions.settle(job.request_id))
-                log.info("%s: request %d: settled (gas %d)", self.name, job.request_id, receipt["gasUsed"])
-            except TxFailed as e:
-                if e.error != "AlreadySettled":
-                    raise
+        elif chain.now > req["revealDeadline"] + req["challengeWindow"]:  # close it: finalise or settle
+            if chain.status == Status.PENDING and req["challengeWindow"] and \
+                    bytes(self.oracle.functions.survivorOf(job.request_id).call()) == chain.vote:
+                call = self.oracle.functions.finalize(job.request_id, job.output_hash, job.trace_root, job.output)
+                receipt = send(self.w3, self.account, call, gas=self.reveal_gas(job))
+                log.info("%s: request %d: finalised after the challenge window (gas %d)", self.name,
+                         job.request_id, receipt["gasUsed"])
+            else:
+                try:
+                    receipt = send(self.w3, self.account, self.oracle.functions.settle(job.request_id))
+                    log.info("%s: request %d: settled (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+                except TxFailed as e:
+                    if e.error != "AlreadySettled":
+                        raise
             self._finish(job, call_struct(self.oracle.functions.getRequest(job.request_id)))
 
     def _finish(self, job: Job, req: dict) -> None:
@@ -344,13 +371,16 @@ class Operator:
             self._done(job, f"model {job.model_hash.hex()[:12]} is registered with gas {registered}, but its static "
                             f"cost is {model.gas}: not served", logging.ERROR)
             return False
-        try:
+        try:  # the output from the node's backend, the trace from the reference interpreter: they must agree
             y = model.run(model.decode_input(job.input), backend=self.backend)
             output, output_hash = model.encode_output(y), cvm.output_hash(y)
+            t = self.trace(job, model)
+            if t.leaves[output_leaf(model)] != Web3.keccak(output):
+                raise cvm.CVMError(f"the {self.backend} backend's output differs from the reference trace's")
         except Exception as e:  # a CVMError, or MemoryError, OverflowError, ...: the same refusal
             self._refuse(job, e)
             return False
-        self._update(job, output=output, output_hash=output_hash, salt=os.urandom(32))
+        self._update(job, output=output, output_hash=output_hash, trace_root=t.root, salt=os.urandom(32))
         log.info("%s: request %d: output hash %s", self.name, job.request_id, job.output_hash.hex()[:16])
         return True
 
@@ -360,16 +390,54 @@ class Operator:
 
     def _done(self, job: Job, note: str, level: int = logging.INFO) -> None:
         self._move(job, DONE, note=note)
+        self._traces.pop(job.request_id, None)
         log.log(level, "%s: request %d: done: %s", self.name, job.request_id, note)
 
     def commitment(self, job: Job) -> bytes:
-        return commitment(job.request_id, job.output_hash, job.salt, self.account.address)
+        return commitment(job.request_id, job.output_hash, job.trace_root, job.salt, self.account.address)
+
+    def trace(self, job: Job, model: cvm.Model | None = None) -> Trace:
+        """The request's whole run (reference interpreter), kept in memory for its disputes."""
+        if job.request_id not in self._traces:
+            model = model or self.store.get(job.model_hash)
+            self._traces[job.request_id] = run_trace(model, model.decode_input(job.input))
+        return self._traces[job.request_id]
+
+    def reveal_gas(self, job: Job) -> int:
+        """The oracle's own rule for a reveal that may finalise (InferenceOracle.revealGas)."""
+        return self.oracle.functions.revealGas(len(job.output)).call()
+
+    def _drawn(self, job: Job) -> bool | None:
+        """Whether the stake-weighted draw picked this operator (InferenceOracle.isDrawn, computed here
+        from the sealed request block's hash, since a call may run in that very block); None while
+        the request's block is not sealed."""
+        req = call_struct(self.oracle.functions.getRequest(job.request_id))
+        try:
+            block_hash = bytes(self.w3.eth.get_block(req["requestBlock"])["hash"])
+        except RPC_ERRORS:
+            return None
+        stake, unlock, staked_at, _ = self.oracle.functions.operators(self.account.address).call()
+        weight = stake if stake >= self.oracle.functions.minStake().call() and unlock == 0 else 0
+        return is_drawn(block_hash, job.request_id, self.account.address, weight, staked_at, req["requestBlock"],
+                        req["totalStake"], self.oracle.functions.committeeSize().call())
 
 
-def commitment(request_id: int, output_hash: bytes, salt: bytes, operator: str) -> bytes:
-    """keccak256(abi.encode(requestId, outputHash, salt, operator)), as InferenceOracle.commitmentFor."""
-    encoded = Web3().codec.encode(["uint256", "bytes32", "bytes32", "address"],
-                                  [request_id, output_hash, salt, operator])
+def is_drawn(block_hash: bytes, request_id: int, operator: str, weight: int, staked_at: int, request_block: int,
+             total_stake: int, committee_size: int) -> bool:
+    """InferenceOracle.isDrawn: keccak256(abi.encode(seed, operator)) mod totalStake < weight * n, with
+    seed = keccak256(abi.encode(blockhash(requestBlock), requestId)), for stake older than the request."""
+    if weight == 0 or staked_at >= request_block or total_stake == 0:
+        return False
+    codec = Web3().codec
+    seed = Web3.keccak(codec.encode(["bytes32", "uint256"], [block_hash, request_id]))
+    ticket = int.from_bytes(Web3.keccak(codec.encode(["bytes32", "address"], [seed, operator])), "big")
+    return ticket % total_stake < weight * committee_size
+
+
+def commitment(request_id: int, output_hash: bytes, trace_root: bytes, salt: bytes, operator: str) -> bytes:
+    """keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator)), as InferenceOracle.commitmentFor."""
+    encoded = Web3().codec.encode(["uint256", "bytes32", "bytes32", "bytes32", "address"],
+                                  [request_id, output_hash, trace_root, salt, operator])
     return Web3.keccak(encoded)
 
 

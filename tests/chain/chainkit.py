@@ -26,8 +26,9 @@ ROOT = HERE.parents[1]
 BACKEND = os.environ.get("CVM_CHAIN_TEST_BACKEND") or (
     "numba" if importlib.util.find_spec("cvm.interp.numba") else "reference")
 CONFIG = OracleConfig(quorum=2, committee_size=3, min_stake=10**18, slash_amount=4 * 10**17,
-                      min_fee=10**15, commit_window=100, reveal_window=100, withdrawal_delay=1000,
-                      callback_gas_limit=200_000)
+                      min_fee=10**15, commit_window=100, reveal_window=100, withdrawal_delay=3000,
+                      max_challenge_window=1000, dispute_move_time=50, callback_gas_limit=200_000)
+NO_TRACE = bytes(32)  # the trace root of tests that never dispute
 
 
 def tiny_model(meta: dict | None = None) -> cvm.Model:
@@ -87,6 +88,13 @@ class Env:
     def send(self, account, call, **kw):
         return send(self.w3, account, call, **kw)
 
+    def register(self, author, model_hash, uri, inp, out, gas, calibration, salt=None, registry=None):
+        """ModelRegistry's two steps: commitRegistration, then register in a later block."""
+        reg, salt = registry or self.registry, salt or os.urandom(32)
+        self.send(author, reg.functions.commitRegistration(
+            reg.functions.registrationCommitment(model_hash, author.address, salt).call()))
+        return self.send(author, reg.functions.register(model_hash, uri, inp, out, gas, calibration, salt))
+
     def deploy_test(self, name, *args, **kw):
         return deploy(self.w3, self.deployer, name, *args, directory=TEST_ARTIFACTS, **kw)
 
@@ -103,11 +111,11 @@ class Env:
         r = self.send(self.player, call, value=self.fee if value is None else value)
         return self.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
 
-    def commit(self, op, rid: int, out_hash: bytes, salt: bytes):
-        return self.send(op, self.oracle.functions.commit(rid, commitment(rid, out_hash, salt, op.address)))
+    def commit(self, op, rid: int, out_hash: bytes, salt: bytes, root: bytes = NO_TRACE):
+        return self.send(op, self.oracle.functions.commit(rid, commitment(rid, out_hash, root, salt, op.address)))
 
-    def reveal(self, op, rid: int, out_hash: bytes, salt: bytes, output: bytes, **kw):
-        return self.send(op, self.oracle.functions.reveal(rid, out_hash, salt, output), **kw)
+    def reveal(self, op, rid: int, out_hash: bytes, salt: bytes, output: bytes, root: bytes = NO_TRACE, **kw):
+        return self.send(op, self.oracle.functions.reveal(rid, out_hash, root, salt, output), **kw)
 
     def request_state(self, rid: int) -> dict:
         return call_struct(self.oracle.functions.getRequest(rid))
@@ -119,10 +127,11 @@ class Env:
         return self.oracle.functions.claimable(address).call()
 
 
-def make_env(tmp_path: Path, config: OracleConfig = CONFIG) -> Env:
+def make_env(tmp_path: Path, config: OracleConfig = CONFIG, model: cvm.Model | None = None,
+             num_accounts: int = 10) -> Env:
     store = ModelStore(tmp_path / "models")
-    model = store.get(store.put(tiny_model()))
-    chain = EmbeddedChain(store, backend=BACKEND)
+    model = store.get(store.put(model or tiny_model()))
+    chain = EmbeddedChain(store, backend=BACKEND, num_accounts=num_accounts)
     dep = deploy_oracle(chain.w3, chain.keys[0], config)
     register_model(dep.registry, chain.keys[0], model)
     return Env(chain, store, model, dep, config)

@@ -15,7 +15,7 @@ PRIZE = 10**15
 
 @pytest.fixture
 def game(env):
-    contract, _ = deploy(env.w3, env.deployer, "DigitGame", env.oracle.address, env.model.hash, PRIZE,
+    contract, _ = deploy(env.w3, env.deployer, "DigitGame", env.oracle.address, env.model.hash, PRIZE, 0,
                          value=PRIZE)
     return contract
 
@@ -63,12 +63,13 @@ def test_expired_request_refunds_the_player(env, game):
     with reverts("NotExpired"):
         env.send(env.player, game.functions.refund(rid))
     env.chain.advance_time(CONFIG.commit_window + CONFIG.reveal_window + 1)
-    env.send(env.deployer, env.oracle.functions.settle(rid))
+    # the consumer base settles the due request itself, pulls the refund and pays the player
     before = env.w3.eth.get_balance(env.player.address)
-    r = env.send(env.player, game.functions.refund(rid))
-    assert env.w3.eth.get_balance(env.player.address) == before + env.fee - r["gasUsed"] * r["effectiveGasPrice"]
-    assert game.functions.refundPool().call() == 0
-    with reverts("AlreadyResolved"):
+    r = env.send(env.deployer, game.functions.reclaimExpired(rid))
+    assert env.w3.eth.get_balance(env.player.address) == before + env.fee
+    assert game.events.GameRefunded().process_receipt(r, errors=DISCARD)[0]["args"]["fee"] == env.fee
+    assert game.functions.refundPool().call() == 0 and env.oracle.functions.statusOf(rid).call() == 3
+    with reverts("UnknownRequest"):
         env.send(env.player, game.functions.refund(rid))
 
 
@@ -77,6 +78,19 @@ def test_only_the_oracle_calls_back(env, game):
     rid = play(env, game, data, 0)
     with reverts("NotOracle"):
         env.send(env.player, game.functions.onInferenceResult(rid, env.model.hash, env.model.encode_output(y)))
+
+
+def test_a_result_the_game_did_not_ask_for_is_refused(env, game, salts):
+    """Attack: anyone names DigitGame as the callback of its own request, to score a forged game.
+    The consumer base accepts results only for its own pending requests: the callback fails."""
+    env.stake_all()
+    data, y = env.sample(10)
+    rid = env.request(data, callback=game.address)  # the attacker's request, not the game's
+    r = finalise(env, rid, y, salts)
+    assert env.request_state(rid)["status"] == 2  # finalised
+    assert not env.oracle.events.CallbackResult().process_receipt(r, errors=DISCARD)[0]["args"]["success"]
+    assert not game.events.GamePlayed().process_receipt(r, errors=DISCARD)
+    assert game.functions.wins(env.player.address).call() == 0
 
 
 def test_decoding_and_argmax(env, game):

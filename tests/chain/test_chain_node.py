@@ -157,8 +157,11 @@ def test_dishonest_operator_is_slashed(env, tmp_path):
     ops = [liar, make_operator(env, tmp_path, 1), make_operator(env, tmp_path, 2)]
     state = run_until_final(env, ops, rid)
     assert state["status"] == Status.FINALIZED and bytes(state["outputHash"]) == cvm.output_hash(y)
+    # the honest nodes disputed the liar's vote (same trace root, other output): it was refuted and slashed
     assert env.stake_of(env.operators[0]) == env.config.min_stake - env.config.slash_amount
-    liar.step()
+    assert env.oracle.events.VoteRefuted().get_logs(from_block=0)
+    env.chain.advance_time(env.config.commit_window + env.config.reveal_window + 1)
+    liar.step()  # settles the request (its own bond was taken)
     assert liar.job(rid).state == "done" and liar.job(rid).note.startswith("finalised with another output")
 
 
@@ -226,8 +229,8 @@ def test_a_model_registered_below_its_gas_is_not_served(env, tmp_path):
     b = cvm.GraphBuilder()
     x = b.input("x", (4,), bits=8)
     model = env.store.get(env.store.put(b.build(b.op("dense", x, b.const([[1, 1, 1, 1]], "w", "int8")))))
-    env.send(env.deployer, env.registry.functions.register(
-        model.hash, "cvm:cheap", tensor_spec(model.inputs[0]), tensor_spec(model.outputs[0]), 1, bytes(32)))
+    env.register(env.deployer, model.hash, "cvm:cheap", tensor_spec(model.inputs[0]), tensor_spec(model.outputs[0]),
+                 1, bytes(32))
     env.stake_all()
     call = env.oracle.functions.request(model.hash, env.sample()[0], env.player.address)
     r = env.send(env.player, call, value=env.oracle.functions.feeFor(model.hash).call())

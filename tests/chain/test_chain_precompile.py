@@ -109,7 +109,7 @@ def test_failure_is_returned_to_the_calling_contract(env, tiny_cnn):
 def test_digit_game_plays_through_the_precompile(env, tiny_cnn):
     model, x = tiny_cnn
     register_model(env.registry, env.deployer, model)
-    game, _ = deploy(env.w3, env.deployer, "DigitGame", env.oracle.address, model.hash, 10**15, value=10**16)
+    game, _ = deploy(env.w3, env.deployer, "DigitGame", env.oracle.address, model.hash, 10**15, 0, value=10**16)
     expected = model.run(x, backend="reference")
     for i in range(len(x)):
         want = int(np.argmax(expected[i]))

@@ -22,15 +22,15 @@ def test_register_validates(env):
     reg, author = env.registry, env.player
     spec = ([1, 28, 28], 8)
     with reverts("AlreadyRegistered"):
-        env.send(author, reg.functions.register(env.model.hash, "x", spec, spec, 1, bytes(32)))
+        env.register(author, env.model.hash, "x", spec, spec, 1, bytes(32))
     with reverts("ZeroModelHash"):
-        env.send(author, reg.functions.register(bytes(32), "x", spec, spec, 1, bytes(32)))
+        env.register(author, bytes(32), "x", spec, spec, 1, bytes(32))
     with reverts("ZeroGas"):
-        env.send(author, reg.functions.register(b"\x01" * 32, "x", spec, spec, 0, bytes(32)))
+        env.register(author, b"\x01" * 32, "x", spec, spec, 0, bytes(32))
     for bad in (([], 8), ([3, 0], 8), ([3], 0), ([3], 33), ([4096, 4096, 2], 32)):
         with reverts("InvalidTensorSpec"):
-            env.send(author, reg.functions.register(b"\x01" * 32, "x", bad, spec, 1, bytes(32)))
-    r = env.send(author, reg.functions.register(b"\x01" * 32, "ipfs://m", spec, ([10], 21), 1234, b"\x07" * 32))
+            env.register(author, b"\x01" * 32, "x", bad, spec, 1, bytes(32))
+    r = env.register(author, b"\x01" * 32, "ipfs://m", spec, ([10], 21), 1234, b"\x07" * 32)
     ev = reg.events.ModelRegistered().process_receipt(r, errors=DISCARD)[0]["args"]
     assert (ev["author"], ev["uri"], ev["gas"]) == (author.address, "ipfs://m", 1234)
     assert reg.functions.inputBytes(b"\x01" * 32).call() == 784
@@ -63,3 +63,24 @@ def test_calibration_hash_comes_from_the_model_metadata(env):
     fresh, _ = deploy(env.w3, env.deployer, "ModelRegistry")
     register_model(fresh, env.player, model)
     assert call_struct(fresh.functions.getModel(model.hash))["calibrationHash"] == b"\xab" * 32
+
+
+def test_registration_cannot_be_front_run(env):
+    """Attack: a squatter copies a pending `register` (the hash is in the mempool) and registers the
+    model first with false metadata. Registration is commit-reveal: the squatter has no older
+    commitment, and cannot commit and register in one block."""
+    reg, author, squatter = env.registry, env.player, env.operators[3]
+    h, spec, salt = b"\x0a" * 32, ([4], 8), b"\x0b" * 32
+    commitment = reg.functions.registrationCommitment(h, author.address, salt).call()
+    env.send(author, reg.functions.commitRegistration(commitment))
+    with reverts("RegistrationNotCommitted"):  # the author's commitment binds the author's address
+        env.send(squatter, reg.functions.register(h, "evil://", spec, spec, 1, bytes(32), salt))
+    # the squatter commits and registers in the same block (one transaction here): too early
+    squatter_contract, _ = env.deploy_test("Squatter")
+    with reverts("RegistrationTooEarly"):
+        env.send(squatter, squatter_contract.functions.squat(reg.address, h, spec, salt), gas=500_000, abi=reg.abi)
+    env.send(author, reg.functions.register(h, "ipfs://real", spec, spec, 77, bytes(32), salt))
+    assert call_struct(reg.functions.getModel(h))["author"] == author.address
+    with reverts("AlreadyRegistered"):  # the squatter's own commitment is worthless now
+        env.send(squatter, reg.functions.register(h, "evil://", spec, spec, 1, bytes(32), salt))
+

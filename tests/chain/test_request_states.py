@@ -105,7 +105,7 @@ def test_node_refuses_a_move_outside_the_table():
         def _update(self, job, **fields):
             self.updates.append(fields)
 
-    job = node.Job(1, bytes(32), b"", DONE, None, None, None, None, None, 0, None)
+    job = node.Job(1, bytes(32), b"", DONE, None, None, None, None, None, None, 0, None)
     recorder = Recorder()
     with pytest.raises(states.TransitionError):
         node.Operator._move(recorder, job, SEEN)

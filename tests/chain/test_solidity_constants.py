@@ -8,6 +8,7 @@ import pytest
 
 from cvm import limits
 from cvm.chain.precompile import CVM_PRECOMPILE_ADDRESS
+from cvm.chain.trace_precompile import CVM_TRACE_ADDRESS
 
 SOURCES = Path(__file__).parents[2] / "contracts" / "src"
 CONSTANT = re.compile(r"\b(?:uint\d*|int\d*|address)\s+(?:public\s+|internal\s+|private\s+)?constant\s+(\w+)\s*=\s*([^;]+);")
@@ -19,10 +20,16 @@ MIRRORS = {  # (contract file, constant) -> the Python value it must equal
     # the registry does not register models whose input or output sample is larger than this yet)
     ("ModelRegistry", "MAX_SAMPLE_BYTES"): limits.LIMITS[1].tensor_elements * 4,
     ("ICVM", "PRECOMPILE"): int.from_bytes(CVM_PRECOMPILE_ADDRESS, "big"),
+    ("ICVM", "TRACE_PRECOMPILE"): int.from_bytes(CVM_TRACE_ADDRESS, "big"),
 }
 SOLIDITY_ONLY = {  # constants with no Python counterpart, and why
     ("InferenceOracle", "MAX_COMMITTEE"): "bounds the oracle's loops over a committee; the node reads committeeSize()",
     ("InferenceOracle", "CALLBACK_GAS_RESERVE"): "gas kept back for the oracle after a consumer's callback",
+    ("DisputeGame", "MAX_DEPTH"): "2^16 trace leaves: more than the largest graph's nodes plus its input (tested)",
+    ("InferenceOracle", "MAX_CALLBACK_GAS"): "bounds callbackGasLimit so that a finalising reveal fits a block",
+    ("InferenceOracle", "REVEAL_BASE_GAS"): "revealGas: a reveal's own work (the node reads revealGas())",
+    ("InferenceOracle", "PER_COMMITTER_GAS"): "revealGas: what finalising adds per seat (payment, bond)",
+    ("InferenceOracle", "OPERATOR_ROUND_GAS"): "feeFor: the chain gas of one operator's commit and reveal",
 }
 
 
@@ -53,3 +60,8 @@ def test_every_constant_is_known():
 @pytest.mark.parametrize("key", sorted(MIRRORS), ids=lambda k: ".".join(k))
 def test_mirrored_constants_agree(key):
     assert _constants()[key] == MIRRORS[key]
+
+
+def test_the_dispute_game_holds_the_largest_trace():
+    leaves = max(lim.nodes for lim in limits.LIMITS.values()) + 1  # the input, then each node's output
+    assert (leaves - 1).bit_length() <= _constants()[("DisputeGame", "MAX_DEPTH")]
