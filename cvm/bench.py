@@ -2,8 +2,9 @@
 times of the numba backend, and the int8 GEMM throughput of the dense kernel against the machine's
 measured peak. docs/performance.md records the results and the machine.
 
-    cvm bench [MODEL ...] [--batches 1 64] [--threads N] [--json out.json]
+    cvm bench [MODEL ...] [--batches 1 64] [--threads N ...] [--json out.json]
     python -m cvm.bench resnet_cifar mnist_cnn
+    cvm bench .cache/models/resnet50_224.cvm --data .cache/models/calib_224_64.npz --batches 1 8 --threads 1 2
 
 A MODEL (cvm/bench_models.py) is a fixture name (fixtures/models/NAME.cvm, compared with onnxruntime on NAME.onnx, the int8
 model calibrated on fixtures/data/NAME_calib.npz), a path to a .cvm file, or one of the hand-built
@@ -66,6 +67,8 @@ def quantize_ort_int8(onnx_path: Path, calib: np.ndarray, out_dir: Path, input_n
             return next(self.batches, None)
 
     out = out_dir / f"{Path(onnx_path).stem}_int8.onnx"
+    if out.exists():  # the same model timed again (another thread count)
+        return out
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)  # quantize_static warns on the root logger about pre-processing
@@ -237,16 +240,21 @@ def bench_gemm(threads: int, m: int = 1024, k: int = 1024, n: int = 1024, min_se
 
 # ------------------------------------------------------------------ driver and table
 
-def run_bench(models, batches=(1, 64), threads: int | None = None, backends=BACKENDS, startup: bool = True,
-              gemm: bool = True, min_seconds: float = 1.0, log=print) -> list[dict]:
+def run_bench(models, batches=(1, 64), threads=None, backends=BACKENDS, startup: bool = True,
+              gemm: bool = True, min_seconds: float = 1.0, log=print, data=None, onnx=None) -> list[dict]:
+    """threads: one count or several (each model is timed with each; default: all CPUs); data, onnx:
+    an npz of float inputs (and calibration) and the ONNX source, for .cvm paths (bench_models)."""
     from .interp.numba_kernels.threads import default_threads
-    threads = threads or default_threads()
+    counts = [threads] if isinstance(threads, int) else list(threads or [default_threads()])
+    threads = counts[-1]
     rows = []
     with tempfile.TemporaryDirectory(prefix="cvm-bench-") as tmp:
         work = Path(tmp)
         for i, name in enumerate(models):
-            log(f"[bench] {name}: latency")
-            rows += bench_latency(load_bench_model(name), batches, threads, backends, min_seconds, work)
+            bm = load_bench_model(name, data, onnx)
+            for t in counts:
+                log(f"[bench] {name}: latency, {t} thread(s)")
+                rows += bench_latency(bm, batches, t, backends, min_seconds, work)
             if startup:
                 log(f"[bench] {name}: start-up (subprocesses, NUMBA_CACHE_DIR empty then warm)")
                 rows += bench_startup(name, work / f"numba-cache-{i}")
@@ -279,16 +287,17 @@ def machine() -> dict:
 def print_table(rows: list[dict], out=sys.stdout) -> None:
     lat = [r for r in rows if r["kind"] == "latency"]
     if lat:
-        ref = {(r["model"], r["batch"]): r["median_ms"] for r in lat if r["backend"] == "ort-int8"}
-        cref = {(r["model"], r["batch"]): r["cpu_ms"] for r in lat if r["backend"] == "ort-int8"}
-        print(f"{'model':<14} {'batch':>5} {'backend':<10} {'threads':>7} {'median ms':>10} {'min ms':>9} "
+        ref = {(r["model"], r["batch"], r["threads"]): r["median_ms"] for r in lat if r["backend"] == "ort-int8"}
+        cref = {(r["model"], r["batch"], r["threads"]): r["cpu_ms"] for r in lat if r["backend"] == "ort-int8"}
+        print(f"{'model':<20} {'batch':>5} {'backend':<10} {'threads':>7} {'median ms':>10} {'min ms':>9} "
               f"{'samples/s':>10} {'vs ort-int8':>11} {'cpu ms':>9} {'cpu vs int8':>11}", file=out)
         for r in lat:
-            base, cbase = ref.get((r["model"], r["batch"])), cref.get((r["model"], r["batch"]))
+            key = (r["model"], r["batch"], r["threads"])
+            base, cbase = ref.get(key), cref.get(key)
             ratio = f"{r['median_ms'] / base:.2f}x" if base else "-"
             cpu = f"{r['cpu_ms']:.3f}" if r.get("cpu_ms") is not None else "-"
             cratio = f"{r['cpu_ms'] / cbase:.2f}x" if cbase and r.get("cpu_ms") is not None else "-"
-            print(f"{r['model']:<14} {r['batch']:>5} {r['backend']:<10} {r['threads']:>7} {r['median_ms']:>10.3f} "
+            print(f"{r['model']:<20} {r['batch']:>5} {r['backend']:<10} {r['threads']:>7} {r['median_ms']:>10.3f} "
                   f"{r['min_ms']:>9.3f} {r['per_second']:>10.0f} {ratio:>11} {cpu:>9} {cratio:>11}", file=out)
     st = [r for r in rows if r["kind"] == "startup"]
     if st:
@@ -317,7 +326,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("models", nargs="*", default=["resnet_cifar", "mnist_cnn"],
                    help="fixture names, .cvm paths, or lenet_int8 / resnet_int8 (default: resnet_cifar mnist_cnn)")
     p.add_argument("--batches", type=int, nargs="+", default=None, help="default: 1 64 (--adversarial: 1)")
-    p.add_argument("--threads", type=int, default=None, help="threads for numba and onnxruntime (default: all CPUs)")
+    p.add_argument("--threads", type=int, nargs="+", default=None,
+                   help="threads for numba and onnxruntime, one count or several (default: all CPUs)")
+    p.add_argument("--data", default=None, help="npz of float inputs and calibration data for .cvm paths")
+    p.add_argument("--onnx", default=None, help="the ONNX source of a .cvm path (default: NAME.onnx beside it)")
     p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     p.add_argument("--seconds", type=float, default=None,
                    help="minimum timing per measurement (default 1.0; --adversarial: 0.2)")
@@ -336,7 +348,7 @@ def run(args) -> int:
     before = machine()["loadavg"]
     rows = run_bench(args.models, tuple(args.batches or (1, 64)), args.threads, tuple(args.backends),
                      not args.no_startup, not args.no_gemm, args.seconds or 1.0,
-                     log=lambda s: print(s, file=sys.stderr))
+                     log=lambda s: print(s, file=sys.stderr), data=args.data, onnx=args.onnx)
     info = machine()
     print(f"CPU: {info['cpu']} ({info['cpus']} CPUs); flags: {' '.join(info['flags'])}")
     if before:

@@ -1,5 +1,6 @@
 """The models `cvm bench` times: a fixture (fixtures/models/NAME.cvm with its ONNX source and data),
-a .cvm path, or one of the hand-built integer models `lenet_int8` / `resnet_int8` (random int8
+a .cvm path (its ONNX source: NAME.onnx beside it or `onnx=`; float inputs and calibration data:
+fixtures/data/NAME_test.npz / NAME_calib.npz, or one `data=` npz for both), or one of the hand-built integer models `lenet_int8` / `resnet_int8` (random int8
 weights, the architectures of the mnist_cnn / resnet_cifar fixtures)."""
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _npz_inputs(path: Path) -> np.ndarray | None:
         return np.asarray(f["x"] if "x" in f else f[f.files[0]], np.float32)
 
 
-def load_bench_model(name: str) -> BenchModel:
+def load_bench_model(name: str, data: str | Path | None = None, onnx: str | Path | None = None) -> BenchModel:
     import cvm
     if name in SYNTHETIC:
         model = lenet_int8() if name == "lenet_int8" else resnet_int8()
@@ -47,16 +48,21 @@ def load_bench_model(name: str) -> BenchModel:
         path = FIXTURES / "models" / f"{name}.cvm"
     model = cvm.load(path)
     stem = path.stem
-    floats = _npz_inputs(FIXTURES / "data" / f"{stem}_test.npz")
+    if data is not None:
+        floats = calib = _npz_inputs(Path(data))
+        if floats is None:
+            raise FileNotFoundError(f"no data file {data}")
+    else:
+        floats = _npz_inputs(FIXTURES / "data" / f"{stem}_test.npz")
+        calib = _npz_inputs(FIXTURES / "data" / f"{stem}_calib.npz")
     if floats is not None and model.inputs[0].scale is not None:
         ints = model.quantize_input(floats)
     else:
         spec = model.inputs[0]
         m = (1 << (spec.bits - 1)) - 1
         ints = np.random.default_rng(0).integers(-m, m + 1, (256,) + spec.shape[1:]).astype(spec.dtype)
-    onnx = path.with_suffix(".onnx")
-    return BenchModel(stem, model, ints, onnx if onnx.exists() else None, floats,
-                      _npz_inputs(FIXTURES / "data" / f"{stem}_calib.npz"))
+    onnx = Path(onnx) if onnx is not None else path.with_suffix(".onnx")
+    return BenchModel(stem, model, ints, onnx if onnx.exists() else None, floats, calib)
 
 
 def _requant_to_int8(b, y: str, channels: int, acc_bits: int) -> str:

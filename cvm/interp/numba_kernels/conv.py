@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .kargs import CG, DH, DW, GROUPS, HAS_RESIDUAL, HI, HI2, K, KH, KW, LO, LO2, OG, OH, OW, PL, PT, RND, RND2, SH, \
-    SHIFT, SHIFT2, SW
+from .kargs import CG, DH, DW, GROUPS, HAS_RESIDUAL, HI, HI2, K, KH, KW, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, OG, OH, \
+    OW, PL, PT, RND, RND2, SH, SHIFT, SHIFT2, SW
 
 BLOCK_ROWS = 64  # output pixels packed at a time (the packed block stays in L1/L2)
 
@@ -58,22 +58,44 @@ def pack_rows(x, geo, g, r0, nrows, buf, offset):
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
     """The output step (plan.OutputStep) for out[r0 + r, c0 + n] from the accumulators s[r, n],
-    r < nrows, n < len(mult). ost: the kargs.OST layout;
+    r < nrows, n < len(mult). ost: the kargs.OST layout, then the lookup tables;
     res: the residual, shaped like out (unused without one)."""
     og = mult.shape[0]
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
-    if ost[HAS_RESIDUAL] == 0:
+    if ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0:
         for r in range(nrows):
             srow, orow = s[r], out[r0 + r, c0:c0 + og]
             for n in range(og):
                 orow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
         return
+    if ost[HAS_RESIDUAL] == 0:
+        t1 = ost[LUT1] - ost[LUT1_OFF]
+        for r in range(nrows):
+            srow, orow = s[r], out[r0 + r, c0:c0 + og]
+            for n in range(og):
+                orow[n] = ost[t1 + min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)]
+        return
+    _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res)
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res):
+    """out_rows with a residual add (and any lookup tables)."""
+    og = mult.shape[0]
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
+    lut1, lut2 = ost[LUT1], ost[LUT2]
+    t1, t2 = lut1 - ost[LUT1_OFF], lut2 - ost[LUT2_OFF]
     for r in range(nrows):
         srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[r0 + r, c0:c0 + og]
         for n in range(og):
-            v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + rrow[n]
-            orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
+            v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
+            if lut1 != 0:
+                v = ost[t1 + v]
+            v = min(max(((v + rrow[n]) * mult2[n] + rnd2) >> shift2, lo2), hi2)
+            if lut2 != 0:
+                v = ost[t2 + v]
+            orow[n] = v
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)

@@ -4,7 +4,7 @@ them at compile time); planners build the arrays with `pack`, by name.
 
 GEO    portable MAC and pooling kernels (conv.py, pool.py): the window, then the GEMM's sizes
 VGEO   the VNNI kernel (vnni.py): the window over the padded input, the padded sizes, the tap runs
-OST    the fused output step (plan.OutputStep, conv.out_rows)
+OST    the fused output step (plan.OutputStep, conv.out_rows); its lookup tables follow the fields
 """
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ VGEO = ("kh", "kw", "sh", "sw", "dh", "dw", "groups", "cg", "og", "oh", "ow", "h
 (V_KH, V_KW, V_SH, V_SW, V_DH, V_DW, V_GROUPS, V_CG, V_OG, V_OH, V_OW, V_HP, V_WP, V_C,
  V_USEG, V_VSEG, V_SEG4, V_USTRIDE, V_VSTRIDE) = range(len(VGEO))
 
-OST = ("rnd", "shift", "lo", "hi", "has_residual", "rnd2", "shift2", "lo2", "hi2")
-RND, SHIFT, LO, HI, HAS_RESIDUAL, RND2, SHIFT2, LO2, HI2 = range(len(OST))
+OST = ("rnd", "shift", "lo", "hi", "has_residual", "rnd2", "shift2", "lo2", "hi2",
+       "lut1", "lut1_off", "lut2", "lut2_off")  # lutK: index in the array where stage K's table starts (0: none)
+RND, SHIFT, LO, HI, HAS_RESIDUAL, RND2, SHIFT2, LO2, HI2, LUT1, LUT1_OFF, LUT2, LUT2_OFF = range(len(OST))
 
 
 def pack(layout: tuple[str, ...], **values: int) -> np.ndarray:

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from ...arith import div_round_into
-from . import elementwise, matmul, pool
+from . import elementwise, lower_fused, matmul, pool
 from .kargs import WINDOW, pack
 from .layout import C, FLAT, NHWC, canonical, flat_permutation, to_nhwc_const
 from .plan import OPEN_HI, Planner
@@ -44,6 +44,8 @@ def _div_by_one_constant(p: Planner, node) -> int | None:
 
 
 def lower_binary(p: Planner, index, node, attrs):
+    if node.op == "mul" and lower_fused.lower_mul(p, index, node):
+        return
     if node.op == "div" and (d := _div_by_one_constant(p, node)) is not None:
         x = p.values[node.inputs[0]]
         p.add("div", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),

@@ -43,8 +43,10 @@ class Step:
 class OutputStep:
     """What a multiply-accumulate kernel does with each accumulator before storing it:
     y = clip(floor((acc*mult[o] + rnd) / 2^shift), lo, hi)            (requant, relu, clip folded)
+    y = table[y - offset]                                              (a lut, when one follows)
     and with a residual tensor r (an add after that):
-    y = clip(floor(((y + r)*mult2[o] + rnd2) / 2^shift2), lo2, hi2)   (the add's requant, relu, clip)."""
+    y = clip(floor(((y + r)*mult2[o] + rnd2) / 2^shift2), lo2, hi2)   (the add's requant, relu, clip)
+    y = table2[y - offset2]                                            (and its lut)."""
     mult: np.ndarray  # int64, one per output channel
     shift: int
     lo: int
@@ -56,11 +58,21 @@ class OutputStep:
     hi2: int
     output: str  # the last fused node's output
     nodes: tuple[int, ...]  # indices of the fused nodes
+    table: np.ndarray | None = None  # int64 lookup table of stage 1, and the index of its entry 0
+    offset: int = 0
+    table2: np.ndarray | None = None
+    offset2: int = 0
 
     def params(self) -> np.ndarray:
-        return pack(OST, rnd=(1 << self.shift) >> 1, shift=self.shift, lo=self.lo, hi=self.hi,
+        """kargs.OST, then the tables (a stage's table starts at its lutK field; 0 when it has none)."""
+        t1 = self.table if self.table is not None else np.zeros(0, np.int64)
+        t2 = self.table2 if self.table2 is not None else np.zeros(0, np.int64)
+        lut1 = len(OST) if len(t1) else 0
+        lut2 = len(OST) + len(t1) if len(t2) else 0
+        head = pack(OST, rnd=(1 << self.shift) >> 1, shift=self.shift, lo=self.lo, hi=self.hi,
                     has_residual=self.residual is not None, rnd2=(1 << self.shift2) >> 1, shift2=self.shift2,
-                    lo2=self.lo2, hi2=self.hi2)
+                    lo2=self.lo2, hi2=self.hi2, lut1=lut1, lut1_off=self.offset, lut2=lut2, lut2_off=self.offset2)
+        return np.concatenate([head, t1, t2])
 
 
 def fold_clamp(lo: int, hi: int, lo2: int, hi2: int) -> tuple[int, int]:
@@ -166,7 +178,7 @@ class Planner:
             last = node.output
         (s1, s2), name = stages, last or self.graph.nodes[index].output
         return OutputStep(s1.mult, s1.shift, s1.lo, s1.hi, residual, s2.mult, s2.shift, s2.lo, s2.hi, name,
-                          tuple(fused))
+                          tuple(fused), s1.table, s1.offset, s2.table, s2.offset)
 
 
 @dataclass(frozen=True)
@@ -189,6 +201,8 @@ class Stage:
     lo: int
     hi: int
     requant: bool  # a requant was absorbed (at most one per stage, before any clamp)
+    table: np.ndarray | None = None  # a lut absorbed last (it closes the stage): int64 table, offset
+    offset: int = 0
 
     @staticmethod
     def identity(channels: int) -> "Stage":
@@ -212,7 +226,7 @@ class FusionContext:
 
 def _absorb_requant(ctx: FusionContext, st: Stage, node, a) -> Stage | None:
     """A requant opens a stage (per tensor, or per channel along the MAC's channel axis)."""
-    if st.requant or (st.lo, st.hi) != (OPEN_LO, OPEN_HI):
+    if st.requant or (st.lo, st.hi) != (OPEN_LO, OPEN_HI) or st.table is not None:
         return None
     m = ctx.planner.const(node.inputs[1]).astype(np.int64)
     if m.shape[0] != 1 and a["axis"] != ctx.channel_axis:
@@ -221,12 +235,27 @@ def _absorb_requant(ctx: FusionContext, st: Stage, node, a) -> Stage | None:
     return Stage(np.broadcast_to(m, st.mult.shape).copy(), a["shift"], -lim, lim, True)
 
 
-def _absorb_clamp(ctx: FusionContext, st: Stage, node, a) -> Stage:
+def _absorb_clamp(ctx: FusionContext, st: Stage, node, a) -> Stage | None:
+    if st.table is not None:
+        return None
     lo, hi = (0, OPEN_HI) if node.op == "relu" else (a["lo"], a["hi"])
     return replace(st, **dict(zip(("lo", "hi"), fold_clamp(st.lo, st.hi, lo, hi))))
 
 
-FUSION = {"requant": _absorb_requant, "relu": _absorb_clamp, "clip": _absorb_clamp}  # op -> absorb into a stage
+MAX_FUSED_TABLE = 1 << 16  # a lut's table is copied into the output step's parameters up to this size
+
+
+def _absorb_lut(ctx: FusionContext, st: Stage, node, a) -> Stage | None:
+    """A lut closes a stage: y = table[v - offset] on the stage's value v (the tensor the lut reads,
+    which the verifier proved inside the table)."""
+    table = ctx.planner.const(node.inputs[1])
+    if st.table is not None or table.size > MAX_FUSED_TABLE:
+        return None
+    return replace(st, table=table.reshape(-1).astype(np.int64), offset=a["offset"])
+
+
+FUSION = {"requant": _absorb_requant, "relu": _absorb_clamp, "clip": _absorb_clamp,
+          "lut": _absorb_lut}  # op -> absorb into a stage
 
 
 def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dict,

@@ -14,7 +14,9 @@ order with each run padded: panel j (16 output channels), then k/4, then lane, t
 wp[g, ((j * kp/4 + k4) * 16 + lane) * 4 + t] = w[16 j + lane, 4 k4 + t].
 A tile is 4 output pixels x 32 output channels in registers (channels padded to a multiple of 32
 with zero weights); a block of BLOCK_ROWS pixels goes to an int32 scratch and the output step
-(conv.out_rows) then requantizes it into `out`.
+(conv.out_rows) then requantizes it into `out` (and applies the fused clamps, lookup tables and
+residual add). numba's cache keys a kernel by its own file only: a change to conv.out_rows needs this
+file (and every other caller's) touched, or the cached kernel keeps the old output step.
 
 geo (int64, see geometry()): kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp, c, then the
 runs of one pixel's K: useg x vseg runs of seg4*4 bytes, ustride and vstride apart.

@@ -1,0 +1,90 @@
+"""Per-step profile of the numba backend: where one model's run spends its time, one thread.
+
+    .venv/bin/python scripts/perf/profile.py MODEL.cvm [--batch 1] [--reps 20] [--top 25]
+
+Each step of the plan (cvm.interp.numba_kernels.plan) is bound to buffers as a run binds it, and its
+kernel calls are timed separately (median over reps); steps are grouped by label (the op, the MAC
+path and what its output step fused). Prints the share of each group and the slowest steps. The
+sum of the steps is compared with a whole run: the difference is the per-call dispatch overhead.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import numpy as np
+
+
+def bind_steps(runner, batch: int, x: np.ndarray):
+    """[(step, calls)] for one batch size, with the input copied in (as numba._Bound does)."""
+    p = runner.plan
+    env = {i.name: np.empty((batch,) + p.values[i.name].stored, p.values[i.name].dtype) for i in p.graph.inputs}
+    name = p.graph.inputs[0].name
+    np.copyto(env[name], x, casting="unsafe")
+    out = []
+    for step in p.steps:
+        ins = [env[n] for n in step.inputs]
+        if step.view is not None:
+            env[step.output] = step.view(ins[0])
+            continue
+        o = np.empty((batch,) + step.value.stored, step.value.dtype)
+        out.append((step, step.bind(ins, o)))
+        env[step.output] = o
+    return out
+
+
+def profile(path: str, batch: int, reps: int, top: int, isa: str = "auto") -> None:
+    import cvm
+    from cvm.interp import numba as nb
+    model = cvm.load(path)
+    spec = model.inputs[0]
+    m = (1 << (spec.bits - 1)) - 1
+    x = np.random.default_rng(0).integers(-m, m + 1, (batch,) + tuple(spec.shape[1:])).astype(spec.dtype)
+    runner = nb.prepare(model.graph, model.analysis, isa=isa, threads=1)
+    runner({spec.name: x})
+    steps = bind_steps(runner, batch, x)
+    times = np.zeros((reps, len(steps)))
+    whole = []
+    for r in range(reps):
+        for i, (_, calls) in enumerate(steps):
+            t = time.perf_counter()
+            for fn, args in calls:
+                fn(*args)
+            times[r, i] = time.perf_counter() - t
+        t = time.perf_counter()
+        runner({spec.name: x})
+        whole.append(time.perf_counter() - t)
+    med = np.median(times, axis=0)
+    total = med.sum()
+    groups = defaultdict(lambda: [0.0, 0])
+    for (step, _), t in zip(steps, med):
+        key = step.label.split("(")[0]
+        groups[key][0] += t
+        groups[key][1] += 1
+    print(f"{path}: batch {batch}, {len(model.graph.nodes)} nodes, {len(steps)} steps, "
+          f"{sum(len(c) for _, c in steps)} calls; sum of steps {total * 1e3:.3f} ms, "
+          f"whole run median {np.median(whole) * 1e3:.3f} ms")
+    print(f"{'group':<48} {'steps':>5} {'ms':>9} {'share':>6}")
+    for key, (t, n) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"{key:<48} {n:>5} {t * 1e3:>9.3f} {100 * t / total:>5.1f}%")
+    print("slowest steps:")
+    for i in np.argsort(-med)[:top // 2]:
+        step = steps[i][0]
+        print(f"  {med[i] * 1e3:8.3f} ms  {str(step)[:110]}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--top", type=int, default=24)
+    ap.add_argument("--isa", default="auto")
+    a = ap.parse_args(argv)
+    profile(a.model, a.batch, a.reps, a.top, a.isa)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
