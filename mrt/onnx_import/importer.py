@@ -39,9 +39,10 @@ from mrt.onnx_import.inputs import graph_input, shapes_for
 from mrt.onnx_import.opsets import ML_DOMAIN, opsets as model_opsets, upgrade
 
 
-# ONNX ops that may carry the batch-size sentinel while folding shape arithmetic.
+# ONNX ops that may carry the batch-size sentinel while folding shape arithmetic (Shape and Size count
+# elements of a shape vector, the rank checks of scripted torch code, which never reads the sentinel's value).
 BATCH_SAFE_OPS = {"Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Identity",
-                  "Reshape"}
+                  "Reshape", "Shape", "Size"}
 # Ops that would fold to a different constant on every import.
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
               "Multinomial", "Bernoulli"}
@@ -80,6 +81,7 @@ HANDLERS = {
     **{(ML_DOMAIN, op): entry for module in (ml, trees) for op, entry in module.HANDLERS.items()},
     **{("", op): entry for module in (unary_ops, shape_ops, reduce_ops, rnn) for op, entry in module.HANDLERS.items()},
     **{("", op): entry for op, entry in vision.HANDLERS.items()},
+    **{("", op): entry for op, entry in ml.ONNX_HANDLERS.items()},   # Sum
     **{("", op): entry for op, entry in text.HANDLERS.items()},  # after ops_shape/ops_core: Gather, Div
 }
 

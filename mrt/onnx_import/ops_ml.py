@@ -12,6 +12,7 @@ import numpy as np
 
 from mrt.errors import UnsupportedOp
 from mrt.onnx_import.attrs import where
+from mrt.onnx_import.ops_shape import _pick
 
 
 def scaler(ctx, node, attrs):
@@ -140,8 +141,91 @@ def binarizer(ctx, node, attrs):
     ctx.emit("greater", [ctx.tensor(node.input[0], node), t], {}, node, out=node.output[0])
 
 
+def svm_classifier(ctx, node, attrs):
+    """SVMClassifier with a LINEAR kernel, in the two layouts onnxruntime reads (svmclassifier.cc):
+
+    * SVC (vectors_per_class set; skl2onnx's SVC(kernel='linear')): one-vs-one. Pair (i, j), i < j, scores
+      s_ij = sum over i's vectors of coefficients[j-1][m] <sv_m, x> + sum over j's vectors of
+      coefficients[i][m] <sv_m, x> + rho[pair]; with a linear kernel that is one dense row x . w_ij + rho.
+      onnxruntime's label is the class with most votes, a vote going to i when s_ij > 0, else to j (ties:
+      the first class). More than two classes: the scores output is the pairs' s_ij (what skl2onnx's
+      ovr subgraph reads). Two classes: onnxruntime writes [-s, s] while its label is class 0 when s > 0,
+      i.e. its score columns are the reverse of its own label; the import writes [s, -s], so that the
+      argmax of the scores is onnxruntime's (and scikit-learn's) label (documented departure: the
+      decision is what the model means; s = 0 exactly is the one tie, broken the other way).
+    * LINEAR (no support vectors; liblinear layout): scores = x @ coefficients.reshape(C, F).T + rho[0]
+      and the label their argmax, for C > 2 (the binary LINEAR label rule is not an argmax: refused).
+    Probability outputs (prob_a / prob_b: an iterative pairwise coupling) and post_transforms are refused.
+    """
+    n_features = ctx.shape(node.input[0], node)[-1]
+    sv = _linear_kernel(node, attrs, n_features)
+    labels = attrs.get("classlabels_ints") or attrs.get("classlabels_strings") or []
+    k = len(labels)
+    per_class = [int(v) for v in attrs.get("vectors_per_class") or []]
+    coef = np.asarray(attrs.get("coefficients"), np.float64)
+    rho = np.asarray(attrs.get("rho") or [], np.float64)
+    if attrs.get("prob_a") or attrs.get("prob_b"):
+        raise UnsupportedOp(f"{where(node)}: probability outputs (prob_a/prob_b) are not supported; export "
+                            "the SVC without probability=True")
+    if attrs.get("post_transform", "NONE") != "NONE":
+        raise UnsupportedOp(f"{where(node)}: post_transform {attrs.get('post_transform')} is not supported (NONE)")
+    if k < 2:
+        raise UnsupportedOp(f"{where(node)}: {k} class labels; a classifier needs at least 2")
+    if node.output[0]:
+        ctx.drop(node.output[0], "the SVMClassifier label output is not imported (MRT keeps the scores; take "
+                 "their argmax, or count the pairwise votes for more than two classes)", optional_output=True)
+    if not per_class:   # liblinear layout
+        if k == 2 or coef.size != k * n_features or rho.size < 1:
+            raise UnsupportedOp(f"{where(node)}: a LINEAR-mode SVMClassifier needs more than 2 classes and "
+                                f"{k} x {n_features} coefficients, got {k} classes and {coef.size}")
+        _dense(ctx, node, coef.reshape(k, n_features), np.full(k, rho[0]), "NONE", node.output[1])
+        return
+    start = np.concatenate([[0], np.cumsum(per_class)])
+    pairs = k * (k - 1) // 2
+    if len(per_class) != k or len(sv) != start[-1] or coef.size != (k - 1) * len(sv) or rho.size != pairs:
+        raise UnsupportedOp(f"{where(node)}: vectors_per_class {per_class}, {len(sv)} support vectors, "
+                            f"{coef.size} coefficients and {rho.size} rho values do not fit {k} classes")
+    coef = coef.reshape(k - 1, len(sv))
+    w = []
+    for i in range(k - 1):
+        for j in range(i + 1, k):
+            vi, vj = slice(start[i], start[i + 1]), slice(start[j], start[j + 1])
+            w.append(coef[j - 1, vi] @ sv[vi] + coef[i, vj] @ sv[vj])
+    w = np.asarray(w)
+    if k == 2:
+        w, rho = np.concatenate([w, -w]), np.array([rho[0], -rho[0]])
+    _dense(ctx, node, w, rho, "NONE", node.output[1])
+
+
+def array_feature_extractor(ctx, node, attrs):
+    """ArrayFeatureExtractor with constant indices: those columns of the last axis (skl2onnx writes it to
+    pick one column of a score matrix, e.g. in the ovr decision of a multiclass SVC)."""
+    full = ctx.shape(node.input[0], node)
+    idx = np.asarray(ctx.const(node.input[1], node, "ArrayFeatureExtractor indices")).astype(np.int64).ravel()
+    if len(full) < 2 or idx.size == 0 or idx.min() < 0 or idx.max() >= full[-1]:
+        raise UnsupportedOp(f"{where(node)}: indices {idx.tolist()[:8]} do not fit the last axis of {full}")
+    _pick(ctx, node, ctx.tensor(node.input[0], node), len(full) - 1, idx.tolist(), out=node.output[0])
+
+
+def sum_(ctx, node, attrs):
+    """Sum (ai.onnx): the inputs added left to right (broadcast as Add does)."""
+    names = [ctx.tensor(i, node) for i in node.input]
+    acc = names[0]
+    if len(names) == 1:
+        ctx.emit("identity", [acc], {}, node, out=node.output[0])
+        return
+    for k, other in enumerate(names[1:], start=2):
+        acc = ctx.emit("add", [acc, other], {}, node, out=node.output[0] if k == len(names) else None)
+
+
 HANDLERS = {  # the ml ops added after the three above (importer.py merges this table)
     "LinearRegressor": (linear_regressor, {1}),
     "SVMRegressor": (svm_regressor, {1}),
+    "SVMClassifier": (svm_classifier, {1}),
+    "ArrayFeatureExtractor": (array_feature_extractor, {1}),
     "Binarizer": (binarizer, {1}),
+}
+
+ONNX_HANDLERS = {  # default-domain ops skl2onnx writes around the ml ops
+    "Sum": (sum_, {8, 13}),
 }
