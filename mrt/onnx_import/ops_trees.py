@@ -16,6 +16,7 @@ from mrt.errors import UnsupportedOp
 from mrt.graph import fresh_name
 from mrt.onnx_import.attrs import where
 from mrt.trees.ensemble import LEAF, Split, build
+from mrt.trees.scaler_fold import STEPS, fold
 
 POST = {"NONE": [], "LOGISTIC": [("sigmoid", [], {})], "SOFTMAX": [("softmax", [], {"axis": 1})]}
 # TreeEnsemble (ml opset 5) enums
@@ -91,20 +92,64 @@ def _per_tree(node, splits: dict, leaves: dict):
 def _emit(ctx, node, ensemble, post: str, out: str):
     if post not in POST:
         raise UnsupportedOp(f"{where(node)}: post_transform {post!r} is not supported (only {', '.join(POST)})")
+    folded = ctx.__dict__.get("tree_scaler_folds", {}).get(node.input[0])
+    if folded is not None:   # a Scaler another tree ensemble already folded
+        x, ensemble = folded[0], fold(ensemble, folded[1])
+    else:
+        x = ctx.tensor(node.input[0], node)
+        if len(ctx.shape(node.input[0], node)) != 2:
+            raise UnsupportedOp(f"{where(node)}: the input must be [batch, features]")
+        x, ensemble = _fold_scaler(ctx, x, ensemble)
     names = []
     for label, value in zip(("feature", "threshold", "strict", "left", "right", "leaves", "base"),
                             ensemble.constants()):
         name = fresh_name(f"{out}/{label}", ctx.full.keys() | ctx.initializers.keys() | ctx.consts.keys())
         ctx.initializers[name] = np.ascontiguousarray(value)
         names.append(name)
-    x = ctx.tensor(node.input[0], node)
-    if len(ctx.shape(node.input[0], node)) != 2:
-        raise UnsupportedOp(f"{where(node)}: the input must be [batch, features]")
     if not POST[post]:
         ctx.emit("tree_ensemble", [x, *names], {}, node, out=out)
         return
     raw = ctx.emit("tree_ensemble", [x, *names], {}, node)
     ctx.emit_chain(POST[post], raw, node, out=out)
+
+
+def _fold_scaler(ctx, x: str, ensemble):
+    """(input, ensemble) with per-feature affine steps in front folded into the thresholds
+    (mrt.trees.scaler_fold): while x is add / sub / mul / div (or identity) of a batched tensor and a
+    constant of one value per feature (what the Scaler importer and skl2onnx's MinMaxScaler emit), the trees
+    read that tensor instead. The folded nodes leave the graph and the scaled output is dropped with a
+    reason (the raw input is sent as threshold codes, so nothing else can read its scaled form); another
+    tree ensemble on the same scaled tensor reuses the fold (_emit)."""
+    producer = {o: n for n in ctx.nodes for o in n.outputs}
+    n = ctx.full[x][-1]
+    steps, chain, src = [], [], x
+    while src in producer and src not in ctx.dropped:
+        node = producer[src]
+        if node.op == "identity":
+            c = None
+        elif node.op in STEPS and len(node.inputs) == 2 and node.inputs[1] in ctx.initializers \
+                and node.inputs[0] in ctx.full:
+            c = np.asarray(ctx.initializers[node.inputs[1]], np.float32).ravel()
+            if c.size not in (1, n) or not np.isfinite(c).all() or (node.op == "div" and (c == 0).any()):
+                break
+        else:
+            break
+        readers = [m for m in ctx.nodes if src in m.inputs]
+        if src != x and len(readers) > 1:
+            break   # an intermediate feeds something else too
+        chain.append(node)
+        if c is not None:
+            steps.insert(0, (node.op, np.broadcast_to(c, (n,)).copy()))
+        src = node.inputs[0]
+    if not steps or any(x in m.inputs for m in ctx.nodes):
+        return x, ensemble   # nothing to fold, or the scaled features feed something else (refused later)
+    ctx.nodes = [m for m in ctx.nodes if all(m is not c for c in chain)]
+    for node in chain:
+        del ctx.full[node.outputs[0]]
+    ctx.drop(x, "these scaled features were folded into a tree ensemble's thresholds (the raw input is sent "
+             "as threshold codes); only tree ensembles may read them")
+    ctx.__dict__.setdefault("tree_scaler_folds", {})[x] = (src, steps)
+    return src, fold(ensemble, steps)
 
 
 def _binary_expand(trees, base, post: str):
