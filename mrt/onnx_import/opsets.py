@@ -11,6 +11,7 @@ import onnx
 from onnx import version_converter
 
 from mrt.errors import UnsupportedOp
+from mrt.onnx_import import softmax_upgrade
 
 OLDEST_OPSET = 7  # the oldest default-domain opset onnx.version_converter upgrades reliably
 MIN_OPSET = 13  # Softmax/Clip/Reshape semantics MRT implements start here
@@ -43,6 +44,7 @@ def upgrade(model: onnx.ModelProto) -> onnx.ModelProto:
                             f"{MIN_OPSET} ({first})") from None
     if opset < 11:
         _keep_asymmetric(model, upgraded)
+    softmax_upgrade.last_axis_normalisers(model, upgraded)
     return upgraded
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from mrt.passes.fold_batchnorm import fold_batchnorm
 from mrt.passes.fold_constants import fold_constants
 from mrt.passes.fold_input_affine import fold_input_affine
+from mrt.passes.fuse_layer_norm import fuse_layer_norm
 from mrt.passes.fuse_masked_softmax import fuse_masked_softmax
 from mrt.passes.fuse_univariate import fuse_univariate
 from mrt.passes.remove_identity import remove_identity
@@ -29,6 +30,7 @@ DEFAULT_PIPELINE = (
     ("fold_input_affine", fold_input_affine),
     ("fuse_univariate", fuse_univariate),
     ("fuse_masked_softmax", fuse_masked_softmax),
+    ("fuse_layer_norm", fuse_layer_norm),
 )
 
 
