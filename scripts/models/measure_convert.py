@@ -57,7 +57,8 @@ def measure(name: str, args) -> tuple[str, str, str]:
     print("".join(line + "\n" for line in r.stdout.splitlines() if not line.startswith("RESULT")), end="")
     result = next((line[len("RESULT "):] for line in r.stdout.splitlines() if line.startswith("RESULT")), None)
     if r.returncode:
-        own = r.stderr.split("\tCommand being timed")[0].strip().splitlines()
+        own = [line for line in r.stderr.split("\tCommand being timed")[0].strip().splitlines()
+               if not line.startswith("Command exited")]
         signal = re.search(r"Command terminated by signal \d+", r.stderr)
         result = "failed: " + (signal.group(0) if signal else (own or ["?"])[-1]) + " | | | |"
         print("  " + result)
