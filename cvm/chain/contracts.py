@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 ARTIFACTS = Path(__file__).with_name("artifacts")
 REVERT_ERRORS = (ContractLogicError, _TesterFailed)
+REGISTER_GAS = 1_000_000  # ModelRegistry.register with a long URI and rank-6 specs uses about a third
 GAS_MARGIN = 1.25  # estimated gas is multiplied by this, as state may move between estimate and mining
 
 
@@ -219,4 +220,6 @@ def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, 
         model.hash, uri or f"cvm:{model.hash.hex()}", tensor_spec(model.inputs[0]),
         tensor_spec(model.outputs[0]), int(model.gas), calibration_hash, salt,
     )
-    return committed, send(registry.w3, account, call)
+    # an explicit limit: some nodes (anvil) estimate in the latest block, the commitment's own, where
+    # register reverts with RegistrationTooEarly; it is mined in a later block, where it succeeds
+    return committed, send(registry.w3, account, call, gas=REGISTER_GAS)

@@ -50,6 +50,7 @@ RETRY_DELAY = 1.0  # seconds before the first retry of a failed step; doubles on
 MAX_RETRY_DELAY = 60.0
 LOG_CHUNK = 2_000  # blocks per eth_getLogs query
 ZERO32 = bytes(32)
+COMMIT_GAS = 300_000  # InferenceOracle.commit uses about 150,000 (the first on a request)
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS requests (
@@ -295,7 +296,10 @@ class Operator:
             return
         if job.salt is None and not self._compute(job):
             return
-        receipt = send(self.w3, self.account, self.oracle.functions.commit(job.request_id, self.commitment(job)))
+        # an explicit limit, not an estimate: some nodes (anvil) estimate in the latest block, which may be
+        # the request's own, whose hash (the draw's seed) is not known inside it
+        receipt = send(self.w3, self.account, self.oracle.functions.commit(job.request_id, self.commitment(job)),
+                       gas=COMMIT_GAS)
         self._move(job, COMMITTED, commit_tx=receipt["transactionHash"].hex(), note=None)
         log.info("%s: request %d: committed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
 

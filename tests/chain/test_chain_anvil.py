@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.chain, pytest.mark.anvil]
 
 MNEMONIC = "test test test test test test test test test test test junk"  # anvil's default accounts
 CONFIG = OracleConfig(quorum=3, committee_size=3, commit_window=600, reveal_window=600,
-                      withdrawal_delay=1800)  # all three must agree: the killed one is needed
+                      withdrawal_delay=86_400)  # all three must agree: the killed one is needed
 TIMEOUT = 300  # seconds for any one phase (operators start Python, load and compile the model)
 
 
@@ -123,7 +123,7 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
 
     dep = deploy_oracle(w3, deployer, CONFIG)
     register_model(dep.registry, deployer, model)
-    game, _ = deploy(w3, deployer, "DigitGame", dep.oracle.address, model.hash, 10**15, value=10**17)
+    game, _ = deploy(w3, deployer, "DigitGame", dep.oracle.address, model.hash, 10**15, 0, value=10**17)
     for k in op_keys:
         send(w3, k, dep.oracle.functions.stake(), value=CONFIG.min_stake)
 
