@@ -52,6 +52,7 @@ def _ort_session(path, threads: int):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
+    so.log_severity_level = 3  # errors only (quantized graphs carry unused initializers)
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 

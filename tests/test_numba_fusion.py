@@ -63,7 +63,13 @@ def tail(draw, b, y: str, out_shape, channel_axis: int, acc_bits: int) -> list:
     channels = out_shape[channel_axis]
     y, bits = stage(draw, b, y, channels, channel_axis, acc_bits, outputs)
     if bits <= 24 and draw(st.booleans()):
-        r = source(draw, b, out_shape, draw(st.sampled_from([8, 8, 12, 16])), name="r")
+        kind = draw(st.sampled_from(["act", "act", "channel", "scalar", "varying"]))
+        if kind == "act":
+            r = source(draw, b, out_shape, draw(st.sampled_from([8, 8, 12, 16])), name="r")
+        else:  # a constant: one value per channel (a batch norm's shift), one value, or varying (not fused)
+            cshape = {"channel": tuple(d if i == channel_axis else 1 for i, d in enumerate(out_shape)),
+                      "scalar": (1,), "varying": tuple(out_shape)}[kind]
+            r = b.const(values(draw, cshape, -(1 << 14), 1 << 14))
         y = b.op("add", *((y, r) if draw(st.booleans()) else (r, y)))
         y, _ = stage(draw, b, y, channels, channel_axis, max(bits, 16) + 1, outputs)
     return outputs + [y]
@@ -109,8 +115,11 @@ def mul_case(draw):
     b = cvm.GraphBuilder()
     c, h, w = draw(st.integers(1, 40)), draw(st.integers(1, 7)), draw(st.integers(1, 7))
     x = _nhwc_activation(draw, b, (c, h, w), draw(st.sampled_from([8, 8, 4, 16])), "x")
-    kind = draw(st.sampled_from(["pool", "input", "same", "pool_conv"]))
-    if kind == "same":
+    kind = draw(st.sampled_from(["pool", "input", "same", "pool_conv", "const", "const"]))
+    if kind == "const":  # a batch norm's scale: per channel, one value, or varying over pixels (not fused)
+        cshape = draw(st.sampled_from([(c, 1, 1), (1,), (c, h, w), (1, 1, w)]))
+        s = b.const(values(draw, cshape, -(1 << 12), 1 << 12))
+    elif kind == "same":
         s = _nhwc_activation(draw, b, (c, h, w), draw(st.sampled_from([8, 9, 4])), "s")
     elif kind == "input":
         s = b.input("s", (c, 1, 1), draw(st.sampled_from([8, 9, 2])))
@@ -122,6 +131,42 @@ def mul_case(draw):
             s = b.op("requant", s, b.const([1]), shift=8, bits=9)
     y = b.op("mul", *((x, s) if draw(st.booleans()) else (s, x)))
     return finish(draw, b, tail(draw, b, y, (c, h, w), 0, _bits(b, y)))
+
+
+@st.composite
+def concat_case(draw):
+    """concat of channels-last activations (some requantized first, per tensor or per channel, some
+    read elsewhere too, some not channels-last), then sometimes a batch-norm-like chain."""
+    b = cvm.GraphBuilder()
+    h, w = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    parts, outputs = [], []
+    for i in range(draw(st.integers(1, 5))):
+        c = draw(st.integers(1, 20))
+        kind = draw(st.sampled_from(["requant", "requant", "plain", "input", "shared"]))
+        if kind == "input":
+            parts.append(b.input(f"x{i}", (c, h, w), 8))
+            continue
+        y = b.op("conv2d", b.input(f"x{i}", (c, h, w), 8), b.const(values(draw, (c, c, 1, 1), -3, 3)))
+        if kind == "plain":
+            parts.append(y)
+            continue
+        if kind == "shared":
+            outputs.append(y)  # the conv output has another reader; its requant still fuses
+        parts.append(requant(draw, b, y, c, 0, 13))
+        if draw(st.integers(0, 6)) == 0:
+            outputs.append(parts[-1])  # the requant's output read elsewhere: not fused
+    y = b.op("concat", *parts, axis=draw(st.sampled_from([0, 0, 0, 1])))
+    if _bits(b, y) <= 16 and draw(st.booleans()):
+        c = b.build(y).analysis.tensors[y].shape[0]
+        y = b.op("mul", y, b.const(values(draw, (c, 1, 1), -(1 << 10), 1 << 10)))
+        return finish(draw, b, outputs + tail(draw, b, y, b.build(y).analysis.tensors[y].shape, 0, _bits(b, y)))
+    return finish(draw, b, outputs + [y])
+
+
+@SETTINGS
+@given(case=concat_case())
+def test_channels_last_concat_matches_reference(case):
+    check(case)
 
 
 @SETTINGS
@@ -137,7 +182,7 @@ def test_channels_last_mul_matches_reference(case):
 
 
 @settings(SETTINGS, max_examples=max(1, EXAMPLES // 4))
-@given(case=st.one_of(mac_lut_case(), mul_case()), threads=st.integers(2, 3))
+@given(case=st.one_of(mac_lut_case(), mul_case(), concat_case()), threads=st.integers(2, 3))
 def test_fused_steps_split_between_threads_match_reference(case, threads):
     check(case, threads=threads, split="always")
 
@@ -161,6 +206,6 @@ def test_squeeze_excite_block_takes_the_fused_paths():
         runner = nb.prepare(model.graph, model.analysis, isa=isa)
         labels = [s.label for s in runner.plan.steps]
         assert sum(lab.endswith("+requant+lut") for lab in labels) == 2, labels
-        assert "mul[nhwc]+requant" in labels, labels
+        assert "mul[channel]+requant" in labels, labels
         got = runner(xs)
         assert np.array_equal(got[z], want[z]) and got[z].dtype == want[z].dtype

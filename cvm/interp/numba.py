@@ -5,7 +5,9 @@ bound to preallocated buffers per batch size, held bit for bit to the reference 
     outputs = runner({"x": x_int8})              # same dtypes and values as the reference
 
 A call takes a buffer set of its batch size for itself and gives it back when done, so a runner (whose
-plan is shared) may be called from several threads at once. Idle sets are kept for reuse in one cache
+plan is shared) may be called from several threads at once. With several threads, a large enough
+batch is cut into parts that the threads run whole, each through every op (no synchronisation per
+op; samples are independent in CVM); smaller batches split each large op's output rows instead. Idle sets are kept for reuse in one cache
 for the whole process (every runner, every thread), bounded in bytes (MAX_BOUND_BYTES).
 """
 from __future__ import annotations
@@ -41,6 +43,9 @@ REFUSED: dict[tuple[int, str], str] = {}  # (opset, op) -> why this backend does
 ISAS = ("auto", "vnni", "portable")
 MAX_BOUND_BYTES = 1 << 30  # idle buffer sets kept for reuse, in bytes, all runners and threads together
 MAX_BOUND_SETS = 64  # and in number (a set also holds a few Python objects per step)
+SPLITS = ("auto", "always", "batch", "ops")
+BATCH_PART_MIN = 8  # samples per part before a batch is cut into more parts than threads
+MAX_PARTS_PER_THREAD = 4  # parts taken in turn: a thread the OS does not schedule delays one part
 
 
 def host_has_vnni() -> bool:
@@ -157,8 +162,9 @@ class Runner:
         elif isa == "vnni" and not host_has_vnni():
             raise ValueError("this CPU (or numba's target CPU) has no AVX-512 VNNI")
         self.isa = isa
-        if split not in ("auto", "always"):
-            raise ValueError(f"split must be 'auto' or 'always', got {split!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        self.split = split
         self.pool = threads_.Pool(threads or threads_.default_threads(), eager=split == "always")
         self.plan, self.outputs = plan.build(graph, analysis, isa, self.pool, LOWERINGS, REFUSED)
         self._id = next(_RUNNER_IDS)
@@ -168,8 +174,31 @@ class Runner:
         """Bytes of this runner's idle buffer sets (IDLE_SETS.held_bytes(): all runners')."""
         return IDLE_SETS.held_bytes(self._id)
 
+    def batch_parts(self, batch: int) -> int:
+        """How many parts a batch is cut into (1: not cut; each op splits its own rows)."""
+        t = self.pool.threads
+        if t == 1 or batch < 2 or self.split in ("always", "ops"):
+            return 1
+        if self.split == "batch":
+            return min(batch, t + 1)  # (tests: more parts than threads, of unequal sizes)
+        if batch < 2 * t:
+            return 1
+        return t * max(1, min(MAX_PARTS_PER_THREAD, batch // (BATCH_PART_MIN * t)))
+
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         batch = next(iter(inputs.values())).shape[0]
+        parts = self.batch_parts(batch)
+        if parts == 1:
+            return self._run(inputs, batch)
+        ranges = threads_.split(batch, parts)
+
+        def part(k):
+            lo, hi = ranges[k]
+            return self._run({name: x[lo:hi] for name, x in inputs.items()}, hi - lo)
+        outs = self.pool.run_parts(part, len(ranges))
+        return {name: np.concatenate([o[name] for o in outs]) for name in outs[0]}
+
+    def _run(self, inputs: dict[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
         key = (self._id, batch)
         b = IDLE_SETS.take(key) or _Bound(self.plan, self.outputs, batch)
         try:
@@ -189,6 +218,8 @@ class Runner:
 def prepare(graph: Graph, analysis: Analysis, isa: str = "auto", threads: int | None = None,
             split: str = "auto") -> Runner:
     """Backend protocol: plan once (kernels compile on first use, or load from numba's cache).
-    threads: how many threads split a large op's output rows (default: the CPUs this process may
-    run on); split="always" splits every op with enough rows, however small (for tests)."""
+    threads: how many threads share a call (default: the CPUs this process may run on);
+    split: "auto" cuts batches of at least 2 * threads samples into parts run whole by the threads,
+    and splits the large ops of smaller batches; "ops" never cuts the batch; "always" splits every
+    op with enough rows, however small, and "batch" cuts every batch of 2 or more (both for tests)."""
     return Runner(graph, analysis, isa, threads, split)

@@ -3,7 +3,8 @@
     .venv/bin/python scripts/perf/profile.py MODEL.cvm [--batch 1] [--reps 20] [--top 25]
 
 Each step of the plan (cvm.interp.numba_kernels.plan) is bound to buffers as a run binds it, and its
-kernel calls are timed separately (median over reps); steps are grouped by label (the op, the MAC
+kernel calls are timed separately (median over reps of this thread's CPU time, so that other
+processes on a shared machine do not count); steps are grouped by label (the op, the MAC
 path and what its output step fused). Prints the share of each group and the slowest steps. The
 sum of the steps is compared with a whole run: the difference is the per-call dispatch overhead.
 """
@@ -48,13 +49,13 @@ def profile(path: str, batch: int, reps: int, top: int, isa: str = "auto") -> No
     whole = []
     for r in range(reps):
         for i, (_, calls) in enumerate(steps):
-            t = time.perf_counter()
+            t = time.thread_time()
             for fn, args in calls:
                 fn(*args)
-            times[r, i] = time.perf_counter() - t
-        t = time.perf_counter()
+            times[r, i] = time.thread_time() - t
+        t = time.thread_time()
         runner({spec.name: x})
-        whole.append(time.perf_counter() - t)
+        whole.append(time.thread_time() - t)
     med = np.median(times, axis=0)
     total = med.sum()
     groups = defaultdict(lambda: [0.0, 0])

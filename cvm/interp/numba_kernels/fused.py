@@ -32,3 +32,20 @@ def mul_rows(x, sc, mult, mult2, ost, res, out, hw, b0, b1):
             for ch in range(c):
                 acc[ch] = np.int32(xr[ch]) * np.int32(sr[ch])
         out_rows(s, nrows, out, r0, np.int64(0), mult, mult2, ost, res)
+
+
+@njit(cache=True, nogil=True)
+def copy_rows(x, mult, mult2, ost, res, out, c0, b0, b1):
+    """Pixel blocks b0..b1 of out[p, c0 + c] = step(x[p, c]): one input of a channels-last concat
+    written into its channel slice through its fused requant (or an identity output step).
+    x: (N*H*W, C_i) of at most 32-bit values; out: (N*H*W, C)."""
+    rows, c = x.shape
+    s = np.empty((min(BLOCK_ROWS, rows), c), np.int32)
+    for blk in range(b0, b1):
+        r0 = blk * BLOCK_ROWS
+        nrows = min(BLOCK_ROWS, rows - r0)
+        for r in range(nrows):
+            xr, acc = x[r0 + r], s[r]
+            for ch in range(c):
+                acc[ch] = xr[ch]
+        out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res)

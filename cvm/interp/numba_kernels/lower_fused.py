@@ -1,61 +1,135 @@
-"""Fast path for mul of two activations in channels-last layout: squeeze-excite's channel scale
-(x[C, H, W] * s[C, 1, 1]) and gate products (x * y, same shape). One kernel computes the product
-and the output step that follows it (requant, relu/clip, lut, residual add: plan.FUSION), so the
-int16/int32 product is never stored and no layout conversion is needed before the next conv."""
+"""Element-wise fast paths in channels-last layout that end in the fused output step (plan.FUSION:
+requant, relu/clip, lut, residual add), so intermediate tensors are never stored and no layout
+conversion is needed before the next conv:
+
+- mul of an NHWC activation x[C, H, W] by s: squeeze-excite's channel scale s[C, 1, 1] (an
+  activation), a same-shape activation (gates), or a constant that is one value per channel (a
+  batch norm's scale, whose shift add the output step then absorbs as a constant residual);
+- concat along channels of activations stored NHWC, each input written into its channel slice by
+  the output step, with the requant in front of an input fused when the concat is its only reader
+  (DenseNet requantizes every earlier feature map into each layer's concat).
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from . import fused
 from .layout import C, NHWC
-from .lower_mac import NO_RESIDUAL
-from .plan import Planner
+from .lower_mac import NO_RESIDUAL as residual_none, residual
+from .plan import OPEN_HI, OPEN_LO, OutputStep, Planner, channel_vector
 
 PAR_MIN_ELEMENTS = 1 << 18  # per thread
 
 
-def _operands(p: Planner, node) -> tuple[str, str] | None:
-    """(x, s): x an NHWC activation of the output's shape [C, H, W]; s an activation of the same
-    layout and shape, or of shape [C, 1, 1] in any layout (C values per sample, in channel order)."""
-    if any(p.const(n) is not None for n in node.inputs) or node.inputs[0] == node.inputs[1]:
-        return None
-    shape = p.analysis.tensors[node.output].shape
-    if len(shape) != 3 or p.analysis.tensors[node.output].bits > 32:
+def _mul_operands(p: Planner, node):
+    """(x, s, kind): x an NHWC activation of the output's shape [C, H, W]; s an activation of the
+    same layout and shape ("same"), an activation [C, 1, 1] in any layout ("channel"), or a
+    constant one value per channel (returned as int64[1, C], "const")."""
+    shape = tuple(p.analysis.tensors[node.output].shape)
+    if len(shape) != 3 or p.analysis.tensors[node.output].bits > 32 or node.inputs[0] == node.inputs[1]:
         return None
     for x, s in (node.inputs, node.inputs[::-1]):
-        vx, vs = p.values[x], p.values[s]
-        if vx.layout != NHWC or vx.shape != tuple(shape):
+        if p.const(x) is not None or p.values[x].layout != NHWC or p.values[x].shape != shape:
             continue
-        if (vs.layout == NHWC and vs.shape == vx.shape) or (vs.shape == (shape[0], 1, 1) and vs.layout in (C, NHWC)):
-            return x, s
+        if (c := p.const(s)) is not None:
+            vec = channel_vector(c, shape, 0)
+            return None if vec is None else (x, vec.reshape(1, -1), "const")
+        vs = p.values[s]
+        if vs.layout == NHWC and vs.shape == shape:
+            return x, s, "same"
+        if vs.shape == (shape[0], 1, 1) and vs.layout in (C, NHWC):
+            return x, s, "channel"
     return None
 
 
-def lower_mul(p: Planner, index: int, node) -> bool:
-    """Lower a mul node (and the chain its output step absorbs) when _operands applies."""
-    ops = _operands(p, node)
-    if ops is None:
-        return False
-    x_name, s_name = ops
-    c, h, w = p.values[x_name].shape
-    hw = 1 if p.values[s_name].shape == (c, h, w) else h * w
-    ostep = p.output_step(index, 0)
+def _emit(p: Planner, index: int, label: str, reads: list[str], channels: int, make_args):
+    """Fuse the output step after node `index` and add the step: make_args(ins, out2) -> (kernel,
+    args before the output step's, args after it, rows)."""
+    ostep = p.output_step(index, 0, const_residual=True)
     tail = (ostep.mult, ostep.mult2, ostep.params())
     fused_ops = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
-    label = "mul[nhwc]" + ("+" + fused_ops if fused_ops else "")
     out_value = p.spec_value(ostep.output, NHWC)
-    min_blocks = -(-PAR_MIN_ELEMENTS // (fused.BLOCK_ROWS * c))
+    min_blocks = -(-PAR_MIN_ELEMENTS // (fused.BLOCK_ROWS * channels))
 
     def bind(ins, out):
-        x2 = ins[0].reshape(-1, c)
-        out2 = out.reshape(-1, c)
-        res = ins[2].reshape(out2.shape) if len(ins) > 2 else NO_RESIDUAL
-        blocks = -(-x2.shape[0] // fused.BLOCK_ROWS)
-        args = (x2, ins[1].reshape(-1, c), *tail, res, out2, np.int64(hw))
-        return [p.pool.call(fused.mul_rows, args, blocks, min_blocks)]
+        out2 = out.reshape(-1, out.shape[-1])
+        kern, head, after, rows = make_args(ins, out2)
+        args = (*head, *tail, residual(ostep, ins, len(reads), out2), out2, *after)
+        return [p.pool.call(kern, args, -(-rows // fused.BLOCK_ROWS), min_blocks)]
 
     def emit():
-        inputs = [x_name, s_name] + ([p.in_layout(ostep.residual, NHWC)] if ostep.residual is not None else [])
-        p.add(label, inputs, ostep.output, out_value, bind)
+        extra = [p.in_layout(ostep.residual, NHWC)] if ostep.residual is not None else []
+        p.add(label + ("+" + fused_ops if fused_ops else ""), reads + extra, ostep.output, out_value, bind)
     p.fuse(index, ostep.nodes, emit)
+
+
+def lower_mul(p: Planner, index: int, node) -> bool:
+    """Lower a mul node (and the chain its output step absorbs) when _mul_operands applies."""
+    ops = _mul_operands(p, node)
+    if ops is None:
+        return False
+    x_name, s, kind = ops
+    c, h, w = p.values[x_name].shape
+
+    def make_args(ins, out2):
+        x2 = ins[0].reshape(-1, c)
+        if kind == "const":
+            return fused.mul_rows, (x2, s), (np.int64(x2.shape[0]),), x2.shape[0]
+        hw = 1 if kind == "same" else h * w
+        return fused.mul_rows, (x2, ins[1].reshape(-1, c)), (np.int64(hw),), x2.shape[0]
+    _emit(p, index, f"mul[{kind}]", [x_name] + ([s] if kind != "const" else []), c, make_args)
     return True
+
+
+def _concat_nhwc(p: Planner, node, attrs) -> bool:
+    """A concat along channels of rank-3 activations, each listed once: the NHWC path (graph facts
+    only, so that a requant deferred to it is sure to be consumed)."""
+    shape = p.analysis.tensors[node.output].shape
+    return (attrs["axis"] == 0 and len(shape) == 3 and len(set(node.inputs)) == len(node.inputs)
+            and all(p.const(n) is None and p.analysis.tensors[n].bits <= 32 for n in node.inputs))
+
+
+def defer_requant(p: Planner, index: int, node, attrs) -> bool:
+    """A requant of an NHWC activation read only by a concat that takes the NHWC path: no step now;
+    the concat applies it while copying (Planner.deferred)."""
+    out, graph = node.output, p.graph
+    if p.uses[out] != 1 or out in graph.outputs or p.values[node.inputs[0]].layout != NHWC:
+        return False
+    j = p.consumers[out][0]
+    m = p.const(node.inputs[1]).astype(np.int64).reshape(-1)
+    if graph.nodes[j].op != "concat" or not _concat_nhwc(p, graph.nodes[j], p.analysis.attrs[j]) or (
+            m.size > 1 and attrs["axis"] != 0) or p.analysis.tensors[node.inputs[0]].bits > 32:
+        return False
+    c = p.analysis.tensors[out].shape[0]
+    lim = (1 << (attrs["bits"] - 1)) - 1
+    p.deferred[out] = (node.inputs[0], np.broadcast_to(m, (c,)).copy(), attrs["shift"], -lim, lim)
+    return True
+
+
+def lower_concat(p: Planner, index: int, node, attrs) -> bool:
+    """Concat along channels into an NHWC output, one kernel call per input (fused requant or copy)."""
+    if not _concat_nhwc(p, node, attrs):
+        return False
+    srcs, parts = [], []
+    for n in node.inputs:
+        c = p.analysis.tensors[n].shape[0]
+        src, mult, shift, lo, hi = p.deferred.pop(n, None) or (p.in_layout(n, NHWC), np.ones(c, np.int64), 0,
+                                                               OPEN_LO, OPEN_HI)
+        ost = OutputStep(mult, shift, lo, hi, None, np.ones(c, np.int64), 0, OPEN_LO, OPEN_HI, n, ())
+        srcs.append(src)
+        parts.append((c, mult, ost.params()))
+    total = p.analysis.tensors[node.output].shape[0]
+    min_blocks = [-(-PAR_MIN_ELEMENTS // (fused.BLOCK_ROWS * c)) for c, _, _ in parts]
+
+    def bind(ins, out):
+        out2, calls, c0 = out.reshape(-1, total), [], 0
+        for x, (c, mult, ost), mb in zip(ins, parts, min_blocks):
+            args = (x.reshape(-1, c), mult, mult, ost, residual_none, out2, np.int64(c0))
+            calls.append(p.pool.call(fused.copy_rows, args, -(-out2.shape[0] // fused.BLOCK_ROWS), mb))
+            c0 += c
+        return calls
+    fused_n = sum(1 for n in node.inputs if n not in srcs)
+    p.add("concat[nhwc]" + (f"+{fused_n} requant" if fused_n else ""), srcs, node.output,
+          p.spec_value(node.output, NHWC), bind)
+    return True
+

@@ -103,6 +103,8 @@ def lower_lut(p: Planner, index, node, attrs):
 
 
 def lower_requant(p: Planner, index, node, attrs):
+    if lower_fused.defer_requant(p, index, node, attrs):
+        return
     x = p.values[node.inputs[0]]
     m = p.const(node.inputs[1]).astype(np.int64)
     inner = 1
@@ -210,6 +212,8 @@ def lower_pad(p: Planner, index, node, attrs):
 def lower_concat(p: Planner, index, node, attrs):
     """np.concatenate into the output; when inputs repeat (one tensor listed 10^5 times costs one gas
     per output element), each distinct input is copied once and one take() gathers the output."""
+    if lower_fused.lower_concat(p, index, node, attrs):
+        return
     names = [n if p.const(n) is not None else p.viewable(n) for n in node.inputs]
     acts = list(dict.fromkeys(n for n in names if p.const(n) is None))
     axis = attrs["axis"] + 1

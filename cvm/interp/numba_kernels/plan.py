@@ -62,6 +62,8 @@ class OutputStep:
     offset: int = 0
     table2: np.ndarray | None = None
     offset2: int = 0
+    residual_const: np.ndarray | None = None  # int64, one per output channel: an add of a constant
+    # constant along every other axis (a batch norm's shift after a scale), in place of a residual tensor
 
     def params(self) -> np.ndarray:
         """kargs.OST, then the tables (a stage's table starts at its lutK field; 0 when it has none)."""
@@ -70,7 +72,7 @@ class OutputStep:
         lut1 = len(OST) if len(t1) else 0
         lut2 = len(OST) + len(t1) if len(t2) else 0
         head = pack(OST, rnd=(1 << self.shift) >> 1, shift=self.shift, lo=self.lo, hi=self.hi,
-                    has_residual=self.residual is not None, rnd2=(1 << self.shift2) >> 1, shift2=self.shift2,
+                    has_residual=self.residual is not None or self.residual_const is not None, rnd2=(1 << self.shift2) >> 1, shift2=self.shift2,
                     lo2=self.lo2, hi2=self.hi2, lut1=lut1, lut1_off=self.offset, lut2=lut2, lut2_off=self.offset2)
         return np.concatenate([head, t1, t2])
 
@@ -88,6 +90,7 @@ class Planner:
         self._converted: dict[tuple[str, str], str] = {}
         self.due: dict[int, list[FusedGroup]] = {}  # node index -> fused groups to emit once it is reached
         self.claimed: set[int] = set()  # nodes a fused group computes (the lowering loop skips them)
+        self.deferred: dict[str, tuple] = {}  # tensor -> what its reader applies instead of a step (lower_fused)
         self.uses = Counter(n for node in graph.nodes for n in node.inputs) + Counter(graph.outputs)
         self.consumers = {}
         for i, node in enumerate(graph.nodes):
@@ -161,11 +164,13 @@ class Planner:
             yield j, nodes[j], attrs[j], name
             name = nodes[j].output
 
-    def output_step(self, index: int, channel_axis: int) -> OutputStep:
+    def output_step(self, index: int, channel_axis: int, const_residual: bool = False) -> OutputStep:
         """The chain after MAC node `index` that its output step computes (FUSION: [requant]
-        [relu|clip]* [add(residual of the same shape) [requant] [relu|clip]*])."""
+        [relu|clip]* [lut] [add(residual of the same shape) [requant] [relu|clip]* [lut]]).
+        const_residual: the add may also be of a constant that is one value per channel (the
+        lowering then passes OutputStep.residual_const as the residual, broadcast)."""
         info = self.analysis.tensors[self.graph.nodes[index].output]
-        ctx = FusionContext(self, info.shape, channel_axis)
+        ctx = FusionContext(self, info.shape, channel_axis, const_residual)
         stages, k, residual, fused, last = [Stage.identity(info.shape[channel_axis])] * 2, 0, None, [], None
         for j, node, a, reads in self._single_reader_chain(self.graph.nodes[index].output):
             if node.op == "add" and k == 0 and (other := ctx.residual_of(node, reads)) is not None:
@@ -177,8 +182,9 @@ class Planner:
             fused.append(j)
             last = node.output
         (s1, s2), name = stages, last or self.graph.nodes[index].output
-        return OutputStep(s1.mult, s1.shift, s1.lo, s1.hi, residual, s2.mult, s2.shift, s2.lo, s2.hi, name,
-                          tuple(fused), s1.table, s1.offset, s2.table, s2.offset)
+        vec = residual if isinstance(residual, np.ndarray) else None
+        return OutputStep(s1.mult, s1.shift, s1.lo, s1.hi, None if vec is not None else residual, s2.mult, s2.shift,
+                          s2.lo, s2.hi, name, tuple(fused), s1.table, s1.offset, s2.table, s2.offset, vec)
 
 
 @dataclass(frozen=True)
@@ -214,14 +220,28 @@ class FusionContext:
     planner: "Planner"
     shape: tuple[int, ...]  # the MAC output's per-sample shape
     channel_axis: int
+    const_residual: bool = False
 
-    def residual_of(self, node, reads: str) -> str | None:
-        """The other operand of an add when it is an activation of the MAC output's shape."""
+    def residual_of(self, node, reads: str) -> str | np.ndarray | None:
+        """The other operand of an add when it is an activation of the MAC output's shape; with
+        const_residual, also a constant that is one value per channel (returned as int64[C])."""
         other = node.inputs[1] if node.inputs[0] == reads else node.inputs[0]
         p = self.planner
-        if other == reads or p.const(other) is not None or p.analysis.tensors[other].shape != self.shape:
+        if other == reads:
             return None
-        return other
+        if (c := p.const(other)) is not None:
+            return channel_vector(c, self.shape, self.channel_axis) if self.const_residual else None
+        return other if p.analysis.tensors[other].shape == self.shape else None
+
+
+def channel_vector(c: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
+    """c as one int64 value per channel (axis `axis` of a sample of `shape`), when c broadcasts to
+    the shape without changing it and is constant along every other axis."""
+    if c.ndim > len(shape) or any(d not in (1, s) for d, s in zip(c.shape[::-1], shape[::-1])):
+        return None
+    full = np.broadcast_to(c.reshape((1,) * (len(shape) - c.ndim) + c.shape), shape).astype(np.int64)
+    vec = np.moveaxis(full, axis, 0).reshape(shape[axis], -1)
+    return np.ascontiguousarray(vec[:, 0]) if (vec == vec[:, :1]).all() else None
 
 
 def _absorb_requant(ctx: FusionContext, st: Stage, node, a) -> Stage | None:

@@ -11,6 +11,7 @@ blocking waits instead of spinning workers when the machine is oversubscribed.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -38,6 +39,7 @@ class Pool:
     def __init__(self, threads: int, eager: bool = False):
         self.threads, self.eager = threads, eager
         self._executor = None
+        self._local = threading.local()  # .serial: this thread runs a part of a batch, ops unsplit
 
     def _get(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -52,7 +54,33 @@ class Pool:
             return fn, (*args, 0, n)
         return self._run, (fn, args, split(n, min(n, parts * CHUNKS_PER_THREAD)), parts)
 
+    def run_parts(self, fn, n: int) -> list:
+        """[fn(0), ..., fn(n - 1)], the parts taken in turn by the caller's thread and the pool
+        threads from one shared iterator; inside a part, every split call runs on its own thread
+        (the threads are already busy with the other parts, and a pool thread must never wait for
+        work queued behind itself)."""
+        results = [None] * n
+        parts = iter(range(n))
+
+        def work():
+            self._local.serial = True
+            try:
+                for k in parts:
+                    results[k] = fn(k)
+            finally:
+                self._local.serial = False
+        futures = [self._get().submit(work) for _ in range(min(self.threads, n) - 1)]
+        try:
+            work()
+        finally:
+            for f in futures:
+                f.result()
+        return results
+
     def _run(self, fn, args, ranges, parts):
+        if getattr(self._local, "serial", False):
+            _drain(fn, args, iter(ranges))
+            return
         chunks = iter(ranges)  # next() on a list iterator is atomic under the GIL
         ex = self._get()
         futures = [ex.submit(_drain, fn, args, chunks) for _ in range(parts - 1)]
