@@ -31,7 +31,6 @@ import sqlite3
 import sys
 import threading
 import time
-from dataclasses import dataclass
 
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
@@ -40,7 +39,8 @@ from web3.exceptions import Web3Exception
 import cvm
 from cvm.chain.disputant import Claim, Disputant
 from cvm.chain.contracts import TxFailed, call_struct, contract_at, send
-from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, Status, check_transition, sql_check
+from cvm.chain.protocol import SCHEMA, Job, OnChain, commitment, is_drawn
+from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, Status, check_transition
 from cvm.chain.store import ModelStore, StoreError
 from cvm.chain.trace import Trace, output_leaf, run_trace
 
@@ -52,54 +52,7 @@ LOG_CHUNK = 2_000  # blocks per eth_getLogs query
 ZERO32 = bytes(32)
 COMMIT_GAS = 300_000  # InferenceOracle.commit uses about 150,000 (the first on a request)
 
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS requests (
-    request_id  INTEGER PRIMARY KEY,
-    model_hash  BLOB NOT NULL,
-    input       BLOB NOT NULL,
-    state       TEXT NOT NULL {sql_check()},
-    output      BLOB,
-    output_hash BLOB,
-    salt        BLOB,
-    trace_root  BLOB,
-    commit_tx   TEXT,
-    reveal_tx   TEXT,
-    attempts    INTEGER NOT NULL DEFAULT 0,
-    note        TEXT,
-    updated     REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
 RPC_ERRORS = (Web3Exception, ConnectionError, TimeoutError, OSError)
-
-
-@dataclass
-class Job:
-    request_id: int
-    model_hash: bytes
-    input: bytes
-    state: str
-    output: bytes | None
-    output_hash: bytes | None
-    salt: bytes | None
-    trace_root: bytes | None
-    commit_tx: str | None
-    reveal_tx: str | None
-    attempts: int
-    note: str | None
-
-
-@dataclass(frozen=True)
-class OnChain:
-    """What the chain says of one request and of this operator's submission to it, read once a step."""
-    req: dict
-    status: Status
-    commits: int
-    committee: int
-    commitment: bytes  # this operator's commitment (ZERO32 if none)
-    vote: bytes  # this operator's revealed vote (ZERO32 if none)
-    now: int  # the latest block's timestamp
 
 
 class Operator:
@@ -424,25 +377,6 @@ class Operator:
         weight = stake if stake >= self.oracle.functions.minStake().call() and unlock == 0 else 0
         return is_drawn(block_hash, job.request_id, self.account.address, weight, staked_at, req["requestBlock"],
                         req["totalStake"], self.oracle.functions.committeeSize().call())
-
-
-def is_drawn(block_hash: bytes, request_id: int, operator: str, weight: int, staked_at: int, request_block: int,
-             total_stake: int, committee_size: int) -> bool:
-    """InferenceOracle.isDrawn: keccak256(abi.encode(seed, operator)) mod totalStake < weight * n, with
-    seed = keccak256(abi.encode(blockhash(requestBlock), requestId)), for stake older than the request."""
-    if weight == 0 or staked_at >= request_block or total_stake == 0:
-        return False
-    codec = Web3().codec
-    seed = Web3.keccak(codec.encode(["bytes32", "uint256"], [block_hash, request_id]))
-    ticket = int.from_bytes(Web3.keccak(codec.encode(["bytes32", "address"], [seed, operator])), "big")
-    return ticket % total_stake < weight * committee_size
-
-
-def commitment(request_id: int, output_hash: bytes, trace_root: bytes, salt: bytes, operator: str) -> bytes:
-    """keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator)), as InferenceOracle.commitmentFor."""
-    encoded = Web3().codec.encode(["uint256", "bytes32", "bytes32", "bytes32", "address"],
-                                  [request_id, output_hash, trace_root, salt, operator])
-    return Web3.keccak(encoded)
 
 
 # ---------------------------------------------------------------- command line
