@@ -113,8 +113,31 @@ def _common(qz, node, fname, scale):
     return qz.requant(t, scale, bits, name=f"{_node_name(node)}.{fname}.q")
 
 
+def _per_feature(qz, act: str, const: np.ndarray):
+    """(QT, per-feature vector) when `act` holds tabular features at per-feature scales (a graph input, or
+    such features after add / sub / mul by per-feature constants) and `const` is one value per feature:
+    then the op keeps the per-feature scales (a Scaler / StandardScaler not folded into a dense layer, e.g.
+    in front of a Normalizer) instead of one scale for features whose ranges differ by orders of magnitude."""
+    t = qz.q[act]
+    features = qz.__dict__.setdefault("per_feature_tensors", {s.name for s in qz.fgraph.inputs})
+    shape = qz.fgraph.shapes[act]
+    if act not in features or not t.per_channel or t.axis != len(shape) - 1 or const.size not in (1, shape[-1]):
+        return None
+    return t, np.broadcast_to(const.reshape(-1).astype(np.float64), (shape[-1],))
+
+
 def add_sub(qz, node):
     op = node.op
+    a, b = node.inputs
+    ca, cb = _const(qz, a), _const(qz, b)
+    feat = None if (ca is None) == (cb is None) else \
+        _per_feature(qz, a if cb is not None else b, _operand(qz, cb if cb is not None else ca, a if cb is not None else b))
+    if feat is not None:   # q + round(c / s) per feature, at the features' own scales
+        t, c = feat
+        qc = qz.const(np.round(c / t.scale).astype(np.int64), dtype="int32")
+        out = qz.op(op, *((t.name, qc) if cb is not None else (qc, t.name)), name=_node_name(node))
+        qz.per_feature_tensors.add(node.outputs[0])
+        return QT(name=out, scale=t.scale, axis=t.axis)
     out_scale = qz.scale_of(node.outputs[0]) / 2 ** qz.cfg.add_extra_bits
     a, b = node.inputs
     ca, cb = _const(qz, a), _const(qz, b)
@@ -138,6 +161,13 @@ def mul(qz, node):
         return QT(name=out, scale=np.asarray(float(qa.scale) * float(qb.scale)))
     act, c = (a, cb) if cb is not None else (b, ca)
     c = _operand(qz, c, act)
+    feat = _per_feature(qz, act, c)
+    if feat is not None and np.all(feat[1] != 0):   # per-feature factors are new per-feature scales (and signs)
+        t, v = feat
+        out = t.name if np.all(v > 0) else qz.op("mul", t.name, qz.const(np.sign(v).astype(np.int64)),
+                                                 name=_node_name(node))
+        qz.per_feature_tensors.add(node.outputs[0])
+        return QT(name=out, scale=t.scale * np.abs(v), axis=t.axis)
     t = qz.q[act]
     if c.size == 1 and float(c.reshape(())) > 0:  # a positive scalar is just a new scale
         return QT(name=t.name, scale=t.scale * float(c.reshape(())), axis=t.axis)
