@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from mrt.errors import UnsupportedOp
+from mrt.float_ops import OPS
 from mrt.onnx_import.attrs import where
 from mrt.onnx_import.context import BATCH_SENTINEL
 from mrt.onnx_import.ops_core import _opt
@@ -58,6 +59,10 @@ def _pick(ctx, node, x, axis, indices, out=None):
                       out=out if len(runs) == 1 else None) for s, e, st in runs]
     if len(parts) == 1:
         return parts[0] if parts[0] != x or out is None else ctx.emit("identity", [x], {}, node, out=out)
+    most = OPS["concat"].arity[1]  # a long reflection (a 64-sample STFT pad) has more runs: concat in groups
+    while len(parts) > most:
+        parts = [ctx.emit("concat", parts[i:i + most], {"axis": axis}, node) if len(parts[i:i + most]) > 1
+                 else parts[i] for i in range(0, len(parts), most)]
     return ctx.emit("concat", parts, {"axis": axis}, node, out=out)
 
 

@@ -5,12 +5,14 @@ converter's own stages use too)."""
 import os
 from pathlib import Path
 
+from mrt.passes.conv1d_as_2d import conv1d_as_2d
 from mrt.passes.fold_batchnorm import fold_batchnorm
 from mrt.passes.fold_constants import fold_constants
 from mrt.passes.fold_input_affine import fold_input_affine
 from mrt.passes.fuse_layer_norm import fuse_layer_norm
 from mrt.passes.fuse_masked_softmax import fuse_masked_softmax
 from mrt.passes.fuse_univariate import fuse_univariate
+from mrt.passes.keep_reduced_axes import keep_reduced_axes
 from mrt.passes.remove_identity import remove_identity
 from mrt.passes.remove_unit_ops import remove_unit_ops
 from mrt.passes.rewrite_avg_pool import rewrite_avg_pool
@@ -25,6 +27,8 @@ DEFAULT_PIPELINE = (
     ("fold_constants", fold_constants),
     ("fold_batchnorm", fold_batchnorm),
     ("fold_constants", fold_constants),
+    ("conv1d_as_2d", conv1d_as_2d),
+    ("keep_reduced_axes", keep_reduced_axes),
     ("rewrite_global_avg_pool", rewrite_global_avg_pool),
     ("rewrite_avg_pool", rewrite_avg_pool),
     ("fold_input_affine", fold_input_affine),
