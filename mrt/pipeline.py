@@ -134,8 +134,10 @@ def _output_transform(c: Conversion):
 def _calibrate(c: Conversion):
     o = c.options
     c.data = load_data(c.calibration, c.graph)
+    cfg = _config(o)
     c.thresholds = calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size,
-                             bits=_config(o).bits, progress=o.progress, means=c.means)
+                             bits=cfg.bits, progress=o.progress, means=c.means, wide=cfg.wide_tensors,
+                             wide_bits=cfg.wide_bits)
     return "\n".join(f"{name}: {float(t):.6g}" for name, t in c.thresholds.items())
 
 

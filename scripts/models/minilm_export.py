@@ -59,6 +59,8 @@ def stdlib_sentences(limit: int) -> list[str]:
         docs = [mod.__doc__ or ""] + [getattr(v, "__doc__", "") or "" for _, v in sorted(vars(mod).items())
                                       if callable(v) and getattr(v, "__module__", None) == name]
         for doc in docs:
+            if not isinstance(doc, str):  # a __doc__ slot (member_descriptor) of some classes
+                continue
             for s in re.split(r"(?<=[.!?])\s+", " ".join(doc.split())):
                 if 6 <= len(s.split()) <= 40 and s not in seen and not s.startswith((">>>", "...")):
                     seen.add(s)
