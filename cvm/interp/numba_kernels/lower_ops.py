@@ -89,6 +89,8 @@ def lower_binary(p: Planner, index, node, attrs):
 
 
 def lower_clamp(p: Planner, index, node, attrs):
+    if lower_fused.lower_chain(p, index, node):
+        return
     lo, hi = (0, OPEN_HI) if node.op == "relu" else (attrs["lo"], attrs["hi"])  # int32, verified
     x = p.values[node.inputs[0]]
     p.add(node.op, node.inputs, node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
@@ -96,6 +98,8 @@ def lower_clamp(p: Planner, index, node, attrs):
 
 
 def lower_lut(p: Planner, index, node, attrs):
+    if lower_fused.lower_chain(p, index, node):
+        return
     x = p.values[node.inputs[0]]
     table, offset = p.const(node.inputs[1]), attrs["offset"]
     p.add("lut", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
@@ -103,7 +107,7 @@ def lower_lut(p: Planner, index, node, attrs):
 
 
 def lower_requant(p: Planner, index, node, attrs):
-    if lower_fused.defer_requant(p, index, node, attrs):
+    if lower_fused.defer_requant(p, index, node, attrs) or lower_fused.lower_chain(p, index, node):
         return
     x = p.values[node.inputs[0]]
     m = p.const(node.inputs[1]).astype(np.int64)
@@ -193,7 +197,31 @@ def lower_transpose(p: Planner, index, node, attrs):
     _copy_step(p, node, lambda v: v.transpose(perm))
 
 
+def _one_axis_slice(shape, attrs) -> tuple[int, int, int] | None:
+    """(axis, start, step) when the slice keeps every axis whole but one, and that one non-empty."""
+    cut = [(a, range(d)[slice(s, e, k)]) for a, (d, s, e, k) in
+           enumerate(zip(shape, attrs["starts"], attrs["ends"], attrs["steps"])) if range(d)[slice(s, e, k)] != range(d)]
+    if len(cut) != 1 or len(cut[0][1]) == 0:
+        return None
+    a, r = cut[0]
+    return a, r.start, r.step
+
+
 def lower_slice(p: Planner, index, node, attrs):
+    x_name = p.viewable(node.inputs[0])
+    x = p.values[x_name]
+    one = _one_axis_slice(x.shape, attrs) if x.layout == C else None
+    if one is not None:
+        a, start, step = one
+        n, inner = x.shape[a], int(np.prod(x.shape[a + 1:], dtype=np.int64))
+        out_value = p.spec_value(node.output)
+        m = out_value.shape[a]
+
+        def bind(ins, out):
+            src = ins[0].reshape(-1, n, inner)
+            return [(elementwise.take_axis, (src, start, step, out.reshape(src.shape[0], m, inner)))]
+        p.add("slice", [x_name], node.output, out_value, bind)
+        return
     index_ = (slice(None),) + tuple(map(slice, attrs["starts"], attrs["ends"], attrs["steps"]))
     _copy_step(p, node, lambda v: v[index_])
 

@@ -7,6 +7,7 @@ them when nothing else reads the intermediate tensors (the fused output step).
 """
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -164,15 +165,22 @@ class Planner:
             yield j, nodes[j], attrs[j], name
             name = nodes[j].output
 
-    def output_step(self, index: int, channel_axis: int, const_residual: bool = False) -> OutputStep:
+    def output_step(self, index: int, channel_axis: int, const_residual: bool = False,
+                     include_head: bool = False) -> OutputStep:
         """The chain after MAC node `index` that its output step computes (FUSION: [requant]
         [relu|clip]* [lut] [add(residual of the same shape) [requant] [relu|clip]* [lut]]).
         const_residual: the add may also be of a constant that is one value per channel (the
-        lowering then passes OutputStep.residual_const as the residual, broadcast)."""
-        info = self.analysis.tensors[self.graph.nodes[index].output]
+        lowering then passes OutputStep.residual_const as the residual, broadcast).
+        include_head: node `index` is itself an element-wise node of the chain (its input is then
+        what the step reads), not a MAC."""
+        head = self.graph.nodes[index]
+        info = self.analysis.tensors[head.output]
         ctx = FusionContext(self, info.shape, channel_axis, const_residual)
         stages, k, residual, fused, last = [Stage.identity(info.shape[channel_axis])] * 2, 0, None, [], None
-        for j, node, a, reads in self._single_reader_chain(self.graph.nodes[index].output):
+        chain = self._single_reader_chain(head.output)
+        if include_head:
+            chain = itertools.chain([(index, head, self.analysis.attrs[index], head.inputs[0])], chain)
+        for j, node, a, reads in chain:
             if node.op == "add" and k == 0 and (other := ctx.residual_of(node, reads)) is not None:
                 k, residual = 1, other
             elif (absorb := FUSION.get(node.op)) is not None and (st := absorb(ctx, stages[k], node, a)) is not None:
