@@ -2,8 +2,13 @@
 pragma solidity ^0.8.28;
 
 import {ICVMTrace} from "./ICVM.sol";
+import {ModelRegistry} from "./ModelRegistry.sol";
+import {Referee} from "./Referee.sol";
+import {RefereeMerkle} from "./RefereeMerkle.sol";
 
 interface IDisputeOracle {
+    function registry() external view returns (ModelRegistry);
+
     function resolveDispute(uint256 requestId, address challenger, address defender, bytes32 voteC, bytes32 voteD,
         bool challengerWrong, bool defenderWrong) external;
 }
@@ -12,20 +17,28 @@ interface IDisputeOracle {
 /// @notice Settles a disagreement between two revealers of one oracle request, created by and
 /// reporting to the InferenceOracle that deployed it. Each revealer committed to a trace root: the
 /// Merkle root (keccak256(left ++ right), zero leaves up to a power of two) over the leaves of its
-/// run, keccak256 of each tensor's wire bytes in graph order: leaf 0 is the request's input, leaf
+/// run, each tensor's word root (RefereeMerkle) in graph order: leaf 0 is the request's input, leaf
 /// i + 1 the output of node i.
 ///
 /// Bisection: both parties post the two children of their current subtree root each round; the game
 /// descends into the left child when the left children differ, else into the right one. After
 /// `depth` rounds it holds the first leaf where the traces differ, every leaf before it agreed.
-/// Step: anyone re-executes that one leaf: leaf 0 is keccak256(input), fixed at the request; a node
-/// is run by the CVM trace precompile on its inputs, each proven against the agreed part of the
-/// trace. A party whose leaf differs from the re-executed one loses. Two votes with the same trace
-/// root differ in their output: the output leaf is proven and its output hash computed on chain.
-/// A party that misses a move's deadline loses (both, when a step or output check is left undone).
+/// Step: anyone re-executes that one leaf: leaf 0 is the word root of the input whose keccak256 the
+/// request fixed; a node is run by the CVM trace precompile on its inputs, each proven against the
+/// agreed part of the trace. A party whose leaf differs from the re-executed one loses. Two votes
+/// with the same trace root differ in their output: the output leaf is proven and its output hash
+/// computed on chain. A party that misses a move's deadline loses (both, when a step or output
+/// check is left undone).
 ///
-/// This referee needs the CVM trace precompile (the embedded chain). On a chain without it, opening
-/// a dispute reverts: a Solidity referee for one output element is not built yet.
+/// Without the precompile (anvil, Ethereum) the game uses the model's referee commitment in the
+/// registry (cvm/chain/model_commitment.py) and goes on inside the disputed node: anyone proves the
+/// node's spec against it (`openNode`), the parties bisect the node's output tensor down to one
+/// 32-byte word where they differ (`bisect` again), and anyone has the Solidity Referee recompute
+/// the first element of that word where the parties differ, from input and constant words proven
+/// against the trace and the spec (`resolveElement`). Both bisections together must fit the
+/// moves that `maxDuration` allows (trace depth + word depth <= MAX_DEPTH - 1); a node past that,
+/// or of an op the referee lacks (a zero leaf in the commitment), cannot be refereed and its step
+/// times out against both parties.
 contract DisputeGame {
     struct Claim {
         bytes32 outputHash;
@@ -50,7 +63,9 @@ contract DisputeGame {
         Bisect,
         Step,
         Output,
-        Resolved
+        Resolved,
+        Inner, // bisecting the disputed tensor's words (referee)
+        Element // one word left: the referee recomputes one element
     }
 
     struct Dispute {
@@ -79,16 +94,25 @@ contract DisputeGame {
         bytes32 rightD;
         Claim claimC;
         Claim claimD;
+        bool referee; // no trace precompile: the Solidity referee settles the step
+        uint8 wlevel; // word-bisection rounds left
+        uint8 wdepth;
+        uint32 word; // of the current word subtree at its level; the word index once wlevel is 0
+        bytes32 modelRoot; // the model's referee commitment
+        bytes32 specHash; // keccak256(abi.encode(spec)) of the disputed node, once proven
     }
 
     uint256 public constant MAX_DEPTH = 16; // 2^16 leaves: more than opset 2's 16,384 nodes and an input
 
     address public immutable oracle;
+    Referee public immutable referee;
     uint64 public immutable moveTime;
     uint256 public disputeCount;
     mapping(uint256 => Dispute) private _disputes;
 
     event Bisected(uint256 indexed disputeId, uint8 level, uint32 index);
+    event NodeOpened(uint256 indexed disputeId, uint32 leaf, uint8 wordDepth);
+    event BisectedWord(uint256 indexed disputeId, uint8 level, uint32 word);
     event DisputeResolved(uint256 indexed disputeId, bool challengerWrong, bool defenderWrong);
 
     error NotOracle(address caller);
@@ -101,10 +125,17 @@ contract DisputeGame {
     error MoveTimeNotOver(uint256 disputeId);
     error BadProof(uint256 leaf);
     error BadProducer(uint256 producer, uint256 leaf);
+    error NoRefereeCommitment(bytes32 modelHash);
+    error BadInput(uint256 disputeId);
+    error UseReferee(uint256 disputeId);
+    error NotRefereed(uint256 disputeId);
+    error BadSpec(uint256 disputeId);
+    error TooDeepToReferee(uint256 disputeId, uint256 wordDepth);
 
     constructor(uint64 moveTime_) {
         oracle = msg.sender;
         moveTime = moveTime_;
+        referee = new Referee();
     }
 
     /// The longest a dispute can last: every bisection round and the step at full time.
@@ -114,7 +145,13 @@ contract DisputeGame {
 
     function start(Start calldata s) external returns (uint256 id) {
         if (msg.sender != oracle) revert NotOracle(msg.sender);
-        (uint256 leafCount, uint256 outputLeaf) = ICVMTrace.traceInfo(s.modelHash);
+        (bool precompiled, uint256 leafCount, uint256 outputLeaf) = _traceInfo(s.modelHash);
+        bytes32 modelRoot;
+        if (!precompiled) {
+            ModelRegistry.RefereeCommitment memory c = IDisputeOracle(oracle).registry().refereeCommitment(s.modelHash);
+            if (c.root == bytes32(0)) revert NoRefereeCommitment(s.modelHash);
+            (leafCount, outputLeaf, modelRoot) = (c.leafCount, c.outputLeaf, c.root);
+        }
         uint8 depth = 0;
         while ((uint256(1) << depth) < leafCount) depth++;
         if (depth > MAX_DEPTH) revert TraceTooDeep(leafCount);
@@ -124,6 +161,7 @@ contract DisputeGame {
         (d.challenger, d.defender, d.voteC, d.voteD) = (s.challenger, s.defender, s.voteC, s.voteD);
         (d.leafCount, d.outputLeaf, d.depth, d.level) = (uint32(leafCount), uint32(outputLeaf), depth, depth);
         (d.nodeC, d.nodeD, d.rootC) = (s.claimC.traceRoot, s.claimD.traceRoot, s.claimC.traceRoot);
+        (d.referee, d.modelRoot) = (!precompiled, modelRoot);
         d.deadline = uint64(block.timestamp) + moveTime;
         if (d.nodeC == d.nodeD) {
             (d.claimC, d.claimD) = (s.claimC, s.claimD);
@@ -133,9 +171,13 @@ contract DisputeGame {
         }
     }
 
-    /// One party's move: the two children of its current subtree root.
+    /// One party's move: the two children of its current subtree root (of the trace, or in the
+    /// Inner phase of the disputed tensor's word tree).
     function bisect(uint256 id, bytes32 left, bytes32 right) external {
-        Dispute storage d = _live(id, Phase.Bisect);
+        Dispute storage d = _disputes[id];
+        bool inner = d.phase == Phase.Inner;
+        if (d.phase != Phase.Bisect && !inner) revert WrongPhase(id);
+        if (block.timestamp > d.deadline) revert MoveTimeOver(id);
         bool isC = msg.sender == d.challenger;
         if (!isC && msg.sender != d.defender) revert NotParty(msg.sender);
         if (isC ? d.movedC : d.movedD) revert AlreadyMoved(msg.sender);
@@ -146,24 +188,34 @@ contract DisputeGame {
 
         bool goLeft = d.leftC != d.leftD;
         (d.nodeC, d.nodeD) = goLeft ? (d.leftC, d.leftD) : (d.rightC, d.rightD);
-        d.index = d.index * 2 + (goLeft ? 0 : 1);
-        d.level -= 1;
         (d.movedC, d.movedD) = (false, false);
         d.deadline = uint64(block.timestamp) + moveTime;
+        if (inner) {
+            d.word = d.word * 2 + (goLeft ? 0 : 1);
+            d.wlevel -= 1;
+            if (d.wlevel == 0) d.phase = Phase.Element;
+            emit BisectedWord(id, d.wlevel, d.word);
+            return;
+        }
+        d.index = d.index * 2 + (goLeft ? 0 : 1);
+        d.level -= 1;
         if (d.level == 0) d.phase = Phase.Step;
         emit Bisected(id, d.level, d.index);
     }
 
     /// Re-executes the first differing leaf. `inputs`: the node's distinct non-constant input tensors
-    /// (wire bytes, back to back); `proofs[j]`: the Merkle proof of the j-th one's leaf.
+    /// (wire bytes, back to back), or the request's input for leaf 0; `proofs[j]`: the Merkle proof
+    /// of the j-th one's leaf. Without the precompile a node's leaf goes to `openNode` instead.
     function resolveStep(uint256 id, bytes calldata inputs, bytes32[][] calldata proofs) external {
         Dispute storage d = _live(id, Phase.Step);
         bytes32 correct;
         if (d.index >= d.leafCount) {
             correct = bytes32(0); // padding
         } else if (d.index == 0) {
-            correct = d.inputHash;
+            if (keccak256(inputs) != d.inputHash) revert BadInput(id);
+            correct = RefereeMerkle.wordRoot(inputs);
         } else {
+            if (d.referee) revert UseReferee(id);
             (bytes32 out, uint256[] memory producers, bytes32[] memory leaves) =
                 ICVMTrace.step(d.modelHash, d.index, inputs);
             if (proofs.length != producers.length) revert BadProof(d.index);
@@ -176,14 +228,64 @@ contract DisputeGame {
         _finish(id, d, d.nodeC != correct, d.nodeD != correct);
     }
 
-    /// Same trace root, different votes: proves the output leaf and computes the output hash.
+    /// Referee, Step phase: proves the disputed node's spec against the model's referee commitment
+    /// and starts the bisection of its output tensor's words.
+    function openNode(uint256 id, Referee.NodeSpec calldata spec, bytes32[] calldata proof) external {
+        Dispute storage d = _live(id, Phase.Step);
+        if (!d.referee || d.index == 0 || d.index >= d.leafCount) revert NotRefereed(id);
+        bytes32 h = keccak256(abi.encode(spec));
+        if (!verify(d.modelRoot, h, d.index, proof, d.depth)) revert BadSpec(id);
+        uint8 wdepth = RefereeMerkle.depthFor(RefereeMerkle.wordCount(spec.outNumel * spec.outSize));
+        if (uint256(d.depth) + wdepth + 1 > MAX_DEPTH) revert TooDeepToReferee(id, wdepth);
+        (d.specHash, d.wdepth, d.wlevel, d.word) = (h, wdepth, wdepth, 0);
+        d.phase = wdepth == 0 ? Phase.Element : Phase.Inner;
+        d.deadline = uint64(block.timestamp) + moveTime;
+        emit NodeOpened(id, d.index, wdepth);
+    }
+
+    /// Referee, Element phase: the parties' words differ; the first element where they differ is
+    /// recomputed by the Referee from `ops` (one per input position of the spec), each activation's
+    /// word root proven by `leafProofs[k]` against the agreed part of the trace. Elements past the
+    /// tensor's end are padding and must be zero.
+    function resolveElement(
+        uint256 id,
+        Referee.NodeSpec calldata spec,
+        Referee.Operand[] calldata ops,
+        bytes32[][] calldata leafProofs
+    ) external {
+        Dispute storage d = _live(id, Phase.Element);
+        if (keccak256(abi.encode(spec)) != d.specHash) revert BadSpec(id);
+        uint256 size = spec.outSize;
+        uint256 j = 0;
+        while (RefereeMerkle.element(d.nodeC, j, size) == RefereeMerkle.element(d.nodeD, j, size)) j++;
+        uint256 e = uint256(d.word) * (32 / size) + j;
+        int256 correct = 0;
+        if (e < spec.outNumel) {
+            if (leafProofs.length != ops.length) revert BadProof(d.index);
+            bytes32[] memory roots;
+            (correct, roots) = referee.evaluate(spec, e, ops);
+            for (uint256 k = 0; k < ops.length; k++) {
+                uint256 producer = spec.act[k];
+                if (producer == type(uint256).max || ops[k].idx.length == 0) continue;
+                if (producer >= d.index) revert BadProducer(producer, d.index);
+                if (!verify(d.rootC, roots[k], producer, leafProofs[k], d.depth)) revert BadProof(producer);
+            }
+        }
+        _finish(id, d, RefereeMerkle.element(d.nodeC, j, size) != correct,
+            RefereeMerkle.element(d.nodeD, j, size) != correct);
+    }
+
+    /// Same trace root, different votes: proves the output leaf and computes the output hash (by the
+    /// precompile, or as keccak256(outputPrefix ++ output) from the referee commitment).
     function resolveOutput(uint256 id, bytes calldata output, bytes32[] calldata proof) external {
         Dispute storage d = _live(id, Phase.Output);
-        bytes32 leaf = keccak256(output);
-        if (!verify(d.nodeC, leaf, d.outputLeaf, proof, d.depth)) revert BadProof(d.outputLeaf);
-        bytes32 h = ICVMTrace.outputHash(d.modelHash, output);
-        _finish(id, d, d.claimC.outputKeccak != leaf || d.claimC.outputHash != h,
-            d.claimD.outputKeccak != leaf || d.claimD.outputHash != h);
+        if (!verify(d.nodeC, RefereeMerkle.wordRoot(output), d.outputLeaf, proof, d.depth)) revert BadProof(d.outputLeaf);
+        bytes32 k = keccak256(output);
+        bytes32 h = d.referee
+            ? keccak256(abi.encodePacked(IDisputeOracle(oracle).registry().refereeCommitment(d.modelHash).outputPrefix, output))
+            : ICVMTrace.outputHash(d.modelHash, output);
+        _finish(id, d, d.claimC.outputKeccak != k || d.claimC.outputHash != h,
+            d.claimD.outputKeccak != k || d.claimD.outputHash != h);
     }
 
     /// After a move's deadline: a party that did not move loses; an undone step or output check
@@ -212,6 +314,14 @@ contract DisputeGame {
             h = (index >> i) & 1 == 0 ? keccak256(abi.encodePacked(h, proof[i])) : keccak256(abi.encodePacked(proof[i], h));
         }
         return h == root;
+    }
+
+    /// The trace precompile's (leafCount, outputLeaf), or precompiled = false where it is absent.
+    function _traceInfo(bytes32 modelHash) private view returns (bool precompiled, uint256 leafCount, uint256 outputLeaf) {
+        (bool ok, bytes memory ret) = ICVMTrace.TRACE_PRECOMPILE.staticcall(abi.encodePacked(uint8(0), modelHash));
+        if (!ok || ret.length != 64) return (false, 0, 0);
+        (leafCount, outputLeaf) = abi.decode(ret, (uint256, uint256));
+        precompiled = true;
     }
 
     function _live(uint256 id, Phase phase) private view returns (Dispute storage d) {

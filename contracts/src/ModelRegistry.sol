@@ -32,11 +32,23 @@ contract ModelRegistry {
         TensorSpec output;
     }
 
+    /// What the Solidity referee needs of a model (cvm/chain/model_commitment.py): the Merkle root
+    /// over its nodes' specs at their trace leaves, the trace's leaf count and output leaf, and the
+    /// msgpack bytes in front of one output sample in its output commitment (spec section 10).
+    /// Computed from the model, set once by its author; operators check it before serving.
+    struct RefereeCommitment {
+        bytes32 root;
+        uint32 leafCount;
+        uint32 outputLeaf;
+        bytes outputPrefix;
+    }
+
     uint8 public constant MAX_BITS = 32; // cvm.limits.MAX_BITS
     uint256 public constant MAX_RANK = 6; // cvm.limits.MAX_RANK (tests/chain/test_solidity_constants.py)
     uint256 public constant MAX_SAMPLE_BYTES = 1 << 26; // MAX_TENSOR_ELEMENTS (2^24) int32 elements
 
     mapping(bytes32 => Model) private _models;
+    mapping(bytes32 => RefereeCommitment) private _referee;
     /// registration commitment -> block number it was made in
     mapping(bytes32 => uint256) public registrationCommitments;
 
@@ -44,6 +56,7 @@ contract ModelRegistry {
     event ModelURIUpdated(bytes32 indexed modelHash, string uri);
     event ModelDeprecated(bytes32 indexed modelHash);
     event RegistrationCommitted(bytes32 indexed commitment, address indexed author);
+    event RefereeCommitted(bytes32 indexed modelHash, bytes32 root);
 
     error ZeroModelHash();
     error ZeroGas();
@@ -55,6 +68,8 @@ contract ModelRegistry {
     error RegistrationNotCommitted(bytes32 commitment);
     error RegistrationTooEarly(bytes32 commitment);
     error AlreadyCommitted(bytes32 commitment);
+    error RefereeAlreadyCommitted(bytes32 modelHash);
+    error BadRefereeCommitment(bytes32 modelHash);
 
     modifier onlyAuthor(bytes32 modelHash) {
         address author = _models[modelHash].author;
@@ -116,6 +131,18 @@ contract ModelRegistry {
         if (m.deprecated) revert AlreadyDeprecated(modelHash);
         m.deprecated = true;
         emit ModelDeprecated(modelHash);
+    }
+
+    /// The author's one-time referee commitment of a registered model.
+    function commitReferee(bytes32 modelHash, RefereeCommitment calldata c) external onlyAuthor(modelHash) {
+        if (_referee[modelHash].root != bytes32(0)) revert RefereeAlreadyCommitted(modelHash);
+        if (c.root == bytes32(0) || c.outputLeaf >= c.leafCount) revert BadRefereeCommitment(modelHash);
+        _referee[modelHash] = c;
+        emit RefereeCommitted(modelHash, c.root);
+    }
+
+    function refereeCommitment(bytes32 modelHash) external view returns (RefereeCommitment memory) {
+        return _referee[modelHash];
     }
 
     function getModel(bytes32 modelHash) external view returns (Model memory) {

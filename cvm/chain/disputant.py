@@ -8,7 +8,9 @@ moves from its own trace, reading the chain each time (so it is restartable and 
 
 The game (contracts/src/DisputeGame.sol) bisects the two trace roots to the first differing leaf,
 then anyone re-executes that leaf on chain; `move` resolves it with this party's own tensors and
-Merkle proofs, which are the true ones when this party is honest.
+Merkle proofs, which are the true ones when this party is honest. Without the trace precompile the
+game goes on inside that leaf's tensor and the Solidity referee recomputes one element: those moves
+are cvm/chain/referee.py's `move`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
 
+from cvm.chain import referee
 from cvm.chain.contracts import call_struct, contract_at, send
 from cvm.chain.trace import Trace, merkle_proof
 
@@ -37,6 +40,8 @@ class Phase(IntEnum):
     STEP = 2
     OUTPUT = 3
     RESOLVED = 4
+    INNER = 5  # referee: bisecting the disputed tensor's words
+    ELEMENT = 6  # referee: one element recomputed
 
 
 @dataclass(frozen=True)
@@ -51,8 +56,9 @@ class Claim:
 
 
 class Disputant:
-    def __init__(self, w3: Web3, account: LocalAccount, oracle: Contract):
-        self.w3, self.account, self.oracle = w3, account, oracle
+    def __init__(self, w3: Web3, account: LocalAccount, oracle: Contract, send=send):
+        """`send(w3, account, call, gas=...)` -> receipt; the node passes its own, which shares its nonces."""
+        self.w3, self.account, self.oracle, self.send = w3, account, oracle, send
         self.game = contract_at(w3, "DisputeGame", oracle.functions.disputeGame().call())
 
     def claims(self, request_id: int, from_block: int = 0) -> dict[str, Claim]:
@@ -68,7 +74,7 @@ class Disputant:
 
     def open(self, request_id: int, defender: str, mine: Claim, theirs: Claim) -> int:
         call = self.oracle.functions.openDispute(request_id, defender, mine.as_tuple(), theirs.as_tuple())
-        receipt = send(self.w3, self.account, call, gas=MOVE_GAS + 200_000)
+        receipt = self.send(self.w3, self.account, call, gas=MOVE_GAS + 200_000)
         dispute_id = self.oracle.events.DisputeOpened().process_receipt(receipt)[0]["args"]["disputeId"]
         log.info("request %d: opened dispute %d against %s", request_id, dispute_id, defender)
         return dispute_id
@@ -78,25 +84,27 @@ class Disputant:
         d = call_struct(self.game.functions.getDispute(dispute_id))
         phase, me = Phase(d["phase"]), self.account.address
         if phase not in (Phase.NONE, Phase.RESOLVED) and self.w3.eth.get_block("latest")["timestamp"] > d["deadline"]:
-            send(self.w3, self.account, self.game.functions.timeout(dispute_id), gas=MOVE_GAS)
+            self.send(self.w3, self.account, self.game.functions.timeout(dispute_id), gas=MOVE_GAS)
             return "timeout"
+        if phase in (Phase.INNER, Phase.ELEMENT) or (phase == Phase.STEP and (d["referee"] or d["index"] == 0)):
+            return referee.move(self, dispute_id, d, trace)  # and leaf 0, whose word root needs the input
         if phase == Phase.BISECT and me in (d["challenger"], d["defender"]):
             moved = d["movedC"] if me == d["challenger"] else d["movedD"]
             if moved:
                 return None
             left, right = trace.children(d["level"], d["index"])
-            send(self.w3, self.account, self.game.functions.bisect(dispute_id, left, right), gas=MOVE_GAS)
+            self.send(self.w3, self.account, self.game.functions.bisect(dispute_id, left, right), gas=MOVE_GAS)
             return "bisect"
         if phase == Phase.STEP:
             data, proofs = trace.step_inputs(d["index"]) if 0 < d["index"] < len(trace.tensors) else (b"", [])
             gas = MOVE_GAS + 16 * len(data) + 4 * step_gas(trace, d["index"])
-            send(self.w3, self.account, self.game.functions.resolveStep(dispute_id, data, proofs), gas=gas)
+            self.send(self.w3, self.account, self.game.functions.resolveStep(dispute_id, data, proofs), gas=gas)
             return "step"
         if phase == Phase.OUTPUT:
             out_leaf = d["outputLeaf"]
             output = trace.model.encode_output(trace.output)
             call = self.game.functions.resolveOutput(dispute_id, output, merkle_proof(trace.levels, out_leaf))
-            send(self.w3, self.account, call, gas=MOVE_GAS + 40 * len(output))
+            self.send(self.w3, self.account, call, gas=MOVE_GAS + 40 * len(output))
             return "output"
         return None
 

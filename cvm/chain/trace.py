@@ -1,14 +1,20 @@
 """Execution traces for the oracle's dispute game: leaves, Merkle tree, proofs, one step.
 
 A run's trace is every tensor it makes, in graph order: the model's input(s), then the output of
-each node. Its leaf is keccak256 of the tensor's wire bytes (little-endian in its storage type,
-one sample: what `Model.encode_input` / `encode_output` give for the input and the output), so the
-first leaf is keccak256 of the request's input and the output's leaf keccak256 of the revealed
-output bytes, both checkable on chain without any decoding. The trace root is the Merkle root over
-the leaves, padded with zero leaves to a power of two, each parent keccak256(left ++ right).
+each node. Its leaf is the tensor's word root: the tensor's wire bytes (little-endian in its storage
+type, one sample: what `Model.encode_input` / `encode_output` give for the input and the output),
+zero-padded to 32-byte words, the words taken as the leaves of a Merkle tree (a word is its own
+leaf, not hashed) padded with zero words to a power of two. A tensor of one word is its own root.
+Words as leaves let the dispute game go on bisecting inside one tensor down to one word, and the
+Solidity referee (contracts/src/Referee.sol) prove single elements; the input's and the output's
+roots are computed on chain from their bytes (DisputeGame checks keccak256 of those bytes too).
+The trace root is the Merkle root over the leaves, padded with zero leaves to a power of two, each
+parent keccak256(left ++ right).
 
 Operators commit to the root; contracts/src/DisputeGame.sol bisects two roots to the first leaf
-where they differ and re-executes that leaf with `step` (the embedded chain's trace precompile).
+where they differ and re-executes that leaf with `step` (the embedded chain's trace precompile),
+or, on a chain without it, bisects that tensor to one word and has the referee recompute one
+element (cvm/chain/referee.py).
 """
 
 from __future__ import annotations
@@ -32,8 +38,67 @@ def wire_bytes(array: np.ndarray) -> bytes:
     return np.ascontiguousarray(a, a.dtype.newbyteorder("<")).tobytes()
 
 
+WORD = 32
+
+
+def words(data: bytes) -> list[bytes]:
+    """The bytes as 32-byte words, the last one zero-padded."""
+    data = data + bytes(-len(data) % WORD)
+    return [data[i:i + WORD] for i in range(0, len(data), WORD)]
+
+
+def word_levels(data: bytes) -> list[list[bytes]]:
+    """The Merkle levels of a tensor's words; [[ZERO]] for no bytes."""
+    return merkle_levels(words(data) or [ZERO])
+
+
+def word_root(data: bytes) -> bytes:
+    """A tensor's leaf in the trace (RefereeMerkle.wordRoot on chain)."""
+    return word_levels(data)[-1][0]
+
+
 def leaf(array: np.ndarray) -> bytes:
-    return keccak(wire_bytes(array))
+    return word_root(wire_bytes(array))
+
+
+def multiproof(levels: list[list[bytes]], indices: list[int]) -> list[bytes]:
+    """The siblings that prove the leaves at the sorted distinct `indices` together, in the order
+    RefereeMerkle.multiRoot consumes them: level by level from the leaves, left to right, each node
+    whose sibling is not itself known."""
+    known = sorted(set(indices))
+    proof = []
+    for h in range(len(levels) - 1):
+        parents, i = [], 0
+        while i < len(known):
+            idx = known[i]
+            if idx & 1 == 0 and i + 1 < len(known) and known[i + 1] == idx + 1:
+                i += 2
+            else:
+                proof.append(levels[h][idx ^ 1])
+                i += 1
+            parents.append(idx >> 1)
+        known = parents
+    return proof
+
+
+def multi_root(indices: list[int], leaves: list[bytes], proof: list[bytes], depth: int) -> bytes:
+    """The root that `leaves` at sorted distinct `indices` and `proof` give (multiproof's inverse)."""
+    nodes, p = list(zip(indices, leaves)), 0
+    for _ in range(depth):
+        parents, i = [], 0
+        while i < len(nodes):
+            idx, h = nodes[i]
+            if idx & 1 == 0 and i + 1 < len(nodes) and nodes[i + 1][0] == idx + 1:
+                parents.append((idx >> 1, keccak(h + nodes[i + 1][1])))
+                i += 2
+                continue
+            sib, p = proof[p], p + 1
+            parents.append((idx >> 1, keccak(h + sib) if idx & 1 == 0 else keccak(sib + h)))
+            i += 1
+        nodes = parents
+    if len(nodes) != 1 or nodes[0][0] != 0 or p != len(proof):
+        raise ValueError("the multiproof does not fit its indices")
+    return nodes[0][1]
 
 
 def tensor_names(model: cvm.Model) -> list[str]:
@@ -94,6 +159,10 @@ class Trace:
         """The two children of the subtree root `index` at height `level` (leaves are height 0)."""
         below = self.levels[level - 1]
         return below[2 * index], below[2 * index + 1]
+
+    def tensor_levels(self, index: int) -> list[list[bytes]]:
+        """The word tree of leaf `index`'s tensor (its root is the leaf)."""
+        return word_levels(wire_bytes(self.tensors[index]))
 
     def step_inputs(self, index: int) -> tuple[bytes, list[list[bytes]]]:
         """What DisputeGame.resolveStep takes for leaf `index`: the node's input tensors back to back
