@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable
 
+from mrt.float_ops.audio import AUDIO
 from mrt.float_ops.elementwise import ELEMENTWISE
 from mrt.float_ops.layout import LAYOUT
 from mrt.float_ops.linear import LINEAR
@@ -35,6 +36,6 @@ class OpDef:
 
 OPS = MappingProxyType({
     name: OpDef(name, *entry)
-    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION, TREES, TEXT)
+    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION, TREES, TEXT, AUDIO)
     for name, entry in table.items()
 })

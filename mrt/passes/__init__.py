@@ -10,6 +10,7 @@ from mrt.passes.fold_batchnorm import fold_batchnorm
 from mrt.passes.fold_constants import fold_constants
 from mrt.passes.fold_input_affine import fold_input_affine
 from mrt.passes.fuse_layer_norm import fuse_layer_norm
+from mrt.passes.fuse_magnitude import fuse_magnitude
 from mrt.passes.fuse_masked_softmax import fuse_masked_softmax
 from mrt.passes.fuse_univariate import fuse_univariate
 from mrt.passes.keep_reduced_axes import keep_reduced_axes
@@ -29,6 +30,7 @@ DEFAULT_PIPELINE = (
     ("fold_constants", fold_constants),
     ("conv1d_as_2d", conv1d_as_2d),
     ("keep_reduced_axes", keep_reduced_axes),
+    ("fuse_magnitude", fuse_magnitude),
     ("rewrite_global_avg_pool", rewrite_global_avg_pool),
     ("rewrite_avg_pool", rewrite_avg_pool),
     ("fold_input_affine", fold_input_affine),

@@ -382,8 +382,8 @@ def pad(qz, node):
 
 
 def concat(qz, node):
-    scale = qz.scale_of(node.outputs[0])
-    parts = [qz.rescale_to(i, scale, f"{_node_name(node)}.in{k}").name for k, i in enumerate(node.inputs)]
+    scale, bits = qz.scale_of(node.outputs[0]), qz.act_bits(node.outputs[0])
+    parts = [qz.rescale_to(i, scale, f"{_node_name(node)}.in{k}", bits).name for k, i in enumerate(node.inputs)]
     out = qz.op("concat", *parts, axis=node.attrs["axis"], name=_node_name(node))
     return QT(name=out, scale=np.asarray(scale), narrow=True)
 

@@ -145,12 +145,13 @@ class Quantizer:
         bits = self.act_bits(target or fname)
         return replace(self.requant(t, self.scale_of(target or fname, bits), bits, name=f"{t.name}.q"), narrow=True)
 
-    def rescale_to(self, fname: str, scale: float, name: str) -> QT:
-        """The float tensor at exactly this per-tensor scale and the activation bits."""
+    def rescale_to(self, fname: str, scale: float, name: str, bits: int | None = None) -> QT:
+        """The float tensor at exactly this per-tensor scale and `bits` (default: the activation bits); a
+        concat into a wide tensor passes its wide bits, or its parts would clip at 1/16 of the range."""
         t = self.q[fname]
         if t.narrow and float(t.scale) == scale:
             return t
-        return self.requant(t, scale, self.cfg.bits, name=name)
+        return self.requant(t, scale, bits or self.cfg.bits, name=name)
 
     def weights(self, w: np.ndarray, axis: int = 0, min_scale=None) -> tuple[np.ndarray, np.ndarray]:
         """Symmetric per-output-channel integer weights and their scales."""

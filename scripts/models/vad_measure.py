@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vad_data as V  # noqa: E402
 import vad_fetch  # noqa: E402
 from mrt.onnx_import.bind import bind_inputs  # noqa: E402
-from mrt.pipeline import convert  # noqa: E402
+from mrt.pipeline import convert, finish, prepare  # noqa: E402
 
 SR = np.array(16000, np.int64)
 CALIB_SEED, TEST_SEED = 0, 1
@@ -82,10 +82,15 @@ def calibration(float_sess, streams=8, seconds=10.0):
     return {"input": x.transpose(1, 0, 2).reshape(-1, x.shape[2]), "state": states.reshape(-1, 2, 128)}
 
 
-def convert_vad(path, float_sess, **options):
-    """One scale for the waveform (per_feature_inputs=False: a per-sample-position scale means nothing for audio)."""
-    return convert(bind_inputs(onnx.load(str(path)), {"sr": 16000}), calibration(float_sess), progress=False,
-                   per_feature_inputs=False, **options)
+def convert_vad(path, float_sess, wide=False, **options):
+    """One scale for the waveform (per_feature_inputs=False: a per-sample-position scale means nothing for audio).
+    wide: every activation at QuantConfig.wide_bits (12) instead of 8."""
+    model = bind_inputs(onnx.load(str(path)), {"sr": 16000})
+    data = calibration(float_sess)
+    if not wide:
+        return convert(model, data, progress=False, per_feature_inputs=False, **options)
+    c = prepare(model, data, progress=False, per_feature_inputs=False, **options)
+    return finish(c, wide_tensors=tuple(n.outputs[0] for n in c.graph.nodes) + tuple(s.name for s in c.graph.inputs))
 
 
 def _median_ms(fn, repeat):
@@ -115,9 +120,10 @@ def main():
     t = time.perf_counter()
     m = convert_vad(path, float_s)
     convert_s = time.perf_counter() - t
+    wide = convert_vad(path, float_s, wide=True)
     x, labels = V.streams(args.streams, args.seconds, TEST_SEED)
     want, _ = ort_stream(float_s, x)
-    ours = mrt_stream(m, x)
+    ours, ours_wide = mrt_stream(m, x), mrt_stream(wide, x)
     first = {"input": m.quantize_input(x[:, 0], "input"), "state": m.quantize_input(np.zeros((len(x), 2, 128)), "state")}
     same = all(np.array_equal(a, b) for a, b in zip(m.run(first, backend="numba").values(),
                                                     m.run(first, backend="reference").values()))
@@ -135,18 +141,22 @@ def main():
         one = feeds(float_s, x[:1, 0], np.zeros((2, 1, 128), np.float32))
         one8 = feeds(int8_s, x[:1, 0], np.zeros((2, 1, 128), np.float32))
         q1 = {"input": m.quantize_input(x[:1, 0], "input"), "state": m.quantize_input(np.zeros((1, 2, 128)), "state")}
+        q1w = {"input": wide.quantize_input(x[:1, 0], "input"),
+               "state": wide.quantize_input(np.zeros((1, 2, 128)), "state")}
         lat = {name: _median_ms(fn, args.repeat) for name, fn in (
-            ("numba", lambda: m.run(q1, backend="numba")), ("ort_float", lambda: float_s.run(None, one)),
-            ("ort_int8", lambda: int8_s.run(None, one8)))}
-    rows = {"float": fidelity(want, want, labels), "MRT": fidelity(ours, want, labels),
-            "ort int8": fidelity(got8, want, labels)}
+            ("numba", lambda: m.run(q1, backend="numba")), ("numba_wide", lambda: wide.run(q1w, backend="numba")),
+            ("ort_float", lambda: float_s.run(None, one)), ("ort_int8", lambda: int8_s.run(None, one8)))}
+    rows = {"float": fidelity(want, want, labels), "MRT 8-bit": fidelity(ours, want, labels),
+            "MRT 12-bit activations": fidelity(ours_wide, want, labels), "ort int8": fidelity(got8, want, labels)}
     print(f"silero-vad 16 kHz: {args.streams} synthetic streams x {x.shape[1]} chunks of 512 samples; "
           f"numba == reference on the first chunk: {same}")
-    print(f"MRT: opset {m.graph.opset}, {len(m.graph.nodes)} nodes, gas {m.gas} per chunk, {len(m.to_bytes())} bytes, "
-          f"convert {convert_s:.1f} s")
+    for label, mm in (("8-bit", m), ("12-bit", wide)):
+        print(f"MRT {label}: opset {mm.graph.opset}, {len(mm.graph.nodes)} nodes, gas {mm.gas} per chunk, "
+              f"{len(mm.to_bytes())} bytes")
+    print(f"convert (8-bit) {convert_s:.1f} s")
     print("| model | mean abs(p - float) | max abs(p - float) | decisions = float's | = synthesized label | ms/chunk b1 |")
     print("|---|---:|---:|---:|---:|---:|")
-    for (name, r), ms in zip(rows.items(), (lat["ort_float"], lat["numba"], lat["ort_int8"])):
+    for (name, r), ms in zip(rows.items(), (lat["ort_float"], lat["numba"], lat["numba_wide"], lat["ort_int8"])):
         print(f"| {name} | {r['mean_abs']:.4f} | {r['max_abs']:.4f} | {100 * r['agree']:.2f}% | "
               f"{100 * r['label_acc']:.2f}% | {ms:.3f} |")
 

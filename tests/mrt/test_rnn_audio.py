@@ -86,18 +86,33 @@ def test_unbound_rate_is_refused_by_name():
 
 @pytest.mark.skipif(not VAD.exists(), reason="silero-vad not fetched (scripts/models/vad_fetch.py)")
 def test_silero_vad_converts_and_streams_close_to_float():
-    """16 kHz, 4 synthetic streams x 2 s (vad_data.py). Measured (scripts/models/vad_measure.py, 16 x 10 s): see the
-    issue report; here only the floor: numba == reference, and decisions agreeing with float's on most chunks."""
+    """16 kHz, 12-bit activations, 4 synthetic streams x 4 s (vad_data.py), each model carrying its own state.
+    Measured by scripts/models/vad_measure.py on 16 x 10 s: decisions equal to float's on 95.5% of chunks (8-bit
+    activations: 71.5%; onnxruntime int8: 53.5%); here the floor is 90%, with numba == reference."""
     sys.path.insert(0, str(ROOT / "scripts" / "models"))
     import vad_data
     import vad_measure
 
     float_s = vad_measure.session(VAD)
-    m = vad_measure.convert_vad(VAD, float_s)
-    x, _ = vad_data.streams(4, 2.0, vad_measure.TEST_SEED)
+    m = vad_measure.convert_vad(VAD, float_s, wide=True)
+    assert m.graph.opset == 2 and any(n.op == "isqrt" for n in m.graph.nodes)  # the STFT magnitude, fused
+    x, _ = vad_data.streams(4, 4.0, vad_measure.TEST_SEED)
     want, states = vad_measure.ort_stream(float_s, x)
     first = {"input": m.quantize_input(x[:, 5], "input"), "state": m.quantize_input(states[5], "state")}
     ref, fast = m.run(first, backend="reference"), m.run(first, backend="numba")
     assert all(np.array_equal(ref[k], fast[k]) for k in ref)
     ours = vad_measure.mrt_stream(m, x)
-    assert ((ours > 0.5) == (want > 0.5)).mean() >= 0.7
+    assert ((ours > 0.5) == (want > 0.5)).mean() >= 0.9
+
+
+def test_wide_concat_keeps_its_range():
+    """A concat given wide bits (mixed precision) rescales its parts to those bits, not to the default 8 (which
+    clipped them at 1/16 of the range: 80% error on this graph before the fix)."""
+    from mrt.pipeline import finish, prepare
+
+    x = np.random.default_rng(1).normal(0, 0.5, (64, 96)).astype(np.float32)
+    want = ort.InferenceSession(_audio_model().SerializeToString()).run(None, {"x": x, "rate": np.array(16000)})[0]
+    c = prepare(bind_inputs(_audio_model(), {"rate": 16000}), x, progress=False)
+    m = finish(c, wide_tensors=tuple(n.outputs[0] for n in c.graph.nodes if n.op == "concat"))
+    got = m.dequantize_output(m.run(m.quantize_input(x)))
+    assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
