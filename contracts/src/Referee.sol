@@ -50,8 +50,12 @@ contract Referee {
         bytes32[] proof; // RefereeMerkle.multiRoot
     }
 
-    /// A cursor per operand: reads mostly walk forward, so the next word is usually at or after it.
+    /// The operands' words copied to memory (cheaper to read than nested calldata), and a cursor
+    /// per operand: reads mostly walk forward, so the next word is usually at or after it.
     struct Reader {
+        uint256[][] idx;
+        bytes32[][] words;
+        uint256[] size;
         uint256[] hint;
     }
 
@@ -78,7 +82,8 @@ contract Referee {
             roots[k] = RefereeMerkle.multiRoot(ops[k].idx, ops[k].words, ops[k].proof, depth);
             if (s.act[k] == NONE && roots[k] != s.root[k]) revert BadConstant(k);
         }
-        Reader memory r = Reader(new uint256[](ops.length));
+        Reader memory r = Reader(new uint256[][](ops.length), new bytes32[][](ops.length), s.size, new uint256[](ops.length));
+        for (uint256 k = 0; k < ops.length; k++) (r.idx[k], r.words[k]) = (ops[k].idx, ops[k].words);
         value = _compute(s, e, ops, r);
     }
 
@@ -90,32 +95,32 @@ contract Referee {
         uint256 op = s.op;
         if (op == CONV2D) return _conv(s, e, ops, r);
         if (op == DENSE) return _dense(s, e, ops, r);
-        if (op == MAX_POOL2D) return _maxPool(s, e, ops, r);
-        if (op >= ADD && op <= DIV) return _binary(s, e, ops, r);
-        int256 x = _at(s, ops, r, 0, e);
+        if (op == MAX_POOL2D) return _maxPool(s, e, r);
+        if (op >= ADD && op <= DIV) return _binary(s, e, r);
+        int256 x = _at(r, 0, e);
         if (op == RELU) return x > 0 ? x : int256(0);
         if (op == RESHAPE) return x;
         if (op == CLIP) return _clip(x, s.p[0], s.p[1]);
-        if (op == REQUANT) return _requant(s, e, ops, r, x);
-        if (op == LUT) return _lut(s, ops, r, x);
+        if (op == REQUANT) return _requant(s, e, r, x);
+        if (op == LUT) return _lut(s, r, x);
         revert UnknownOp(op);
     }
 
     /// p = [shift, bits, M, stride, dim]: the multiplier of element e is m[(e / stride) % dim].
-    function _requant(NodeSpec calldata s, uint256 e, Operand[] calldata ops, Reader memory r, int256 x)
+    function _requant(NodeSpec calldata s, uint256 e, Reader memory r, int256 x)
         private
         pure
         returns (int256)
     {
         uint256 mi = uint256(s.p[2]) == 1 ? 0 : (e / uint256(s.p[3])) % uint256(s.p[4]);
-        return requant(x, _at(s, ops, r, 1, mi), uint256(s.p[0]), uint256(s.p[1]));
+        return requant(x, _at(r, 1, mi), uint256(s.p[0]), uint256(s.p[1]));
     }
 
     /// y = t[x - offset] (spec 7.8). p = [offset].
-    function _lut(NodeSpec calldata s, Operand[] calldata ops, Reader memory r, int256 x) private pure returns (int256) {
+    function _lut(NodeSpec calldata s, Reader memory r, int256 x) private pure returns (int256) {
         int256 ti = x - s.p[0];
         if (ti < 0 || uint256(ti) >= s.numel[1]) revert LutDomain(x);
-        return _at(s, ops, r, 1, uint256(ti));
+        return _at(r, 1, uint256(ti));
     }
 
     /// clip(round_shift(x * m, s), -bits_max(p), bits_max(p)) (spec 7.7).
@@ -156,16 +161,14 @@ contract Referee {
             for (uint256 u = 0; u < q[6]; u++) {
                 uint256 row = q[16] * q[8] + u * q[12];
                 if (row < q[10] || row - q[10] >= q[1]) continue;
-                acc += _convRow(s, ops, r, q, c, u, row - q[10]);
+                acc += _convRow(r, q, c, u, row - q[10]);
             }
         }
-        if (ops.length == 3) acc += _at(s, ops, r, 2, q[15]);
+        if (ops.length == 3) acc += _at(r, 2, q[15]);
     }
 
     /// The taps of one kernel row u of input channel c, reading input row `row`.
     function _convRow(
-        NodeSpec calldata s,
-        Operand[] calldata ops,
         Reader memory r,
         uint256[20] memory q,
         uint256 c,
@@ -177,7 +180,7 @@ contract Referee {
         for (uint256 v = 0; v < q[7]; v++) {
             uint256 col = q[17] * q[9] + v * q[13];
             if (col < q[11] || col - q[11] >= q[2]) continue;
-            acc += _at(s, ops, r, 0, xb + col - q[11]) * _at(s, ops, r, 1, wb + v);
+            acc += _at(r, 0, xb + col - q[11]) * _at(r, 1, wb + v);
         }
     }
 
@@ -191,13 +194,13 @@ contract Referee {
         uint256 o = e % uint256(s.p[1]);
         uint256 xb = (e / uint256(s.p[1])) * kk;
         uint256 wb = o * kk;
-        for (uint256 k = 0; k < kk; k++) acc += _at(s, ops, r, 0, xb + k) * _at(s, ops, r, 1, wb + k);
-        if (ops.length == 3) acc += _at(s, ops, r, 2, o);
+        for (uint256 k = 0; k < kk; k++) acc += _at(r, 0, xb + k) * _at(r, 1, wb + k);
+        if (ops.length == 3) acc += _at(r, 2, o);
     }
 
     /// max over the window's taps inside the input (spec 7.10).
     /// p = [C, H, W, OH, OW, KH, KW, sh, sw, pt, pl, dh, dw].
-    function _maxPool(NodeSpec calldata s, uint256 e, Operand[] calldata ops, Reader memory r)
+    function _maxPool(NodeSpec calldata s, uint256 e, Reader memory r)
         private
         pure
         returns (int256 best)
@@ -215,7 +218,7 @@ contract Referee {
             for (uint256 v = 0; v < q[6]; v++) {
                 uint256 col = q[15] * q[8] + v * q[12];
                 if (col < q[10] || col - q[10] >= q[2]) continue;
-                int256 x = _at(s, ops, r, 0, xb + col - q[10]);
+                int256 x = _at(r, 0, xb + col - q[10]);
                 if (x > best) best = x;
             }
         }
@@ -223,15 +226,15 @@ contract Referee {
 
     /// add, sub, mul, div with numpy broadcasting (spec 7.4, 7.9). p = [r, out..., a..., b...], each
     /// operand's shape right-aligned to rank r with ones.
-    function _binary(NodeSpec calldata s, uint256 e, Operand[] calldata ops, Reader memory r)
+    function _binary(NodeSpec calldata s, uint256 e, Reader memory r)
         private
         pure
         returns (int256)
     {
         uint256 ia = _broadcast(s.p, e, 1);
         uint256 ib = _broadcast(s.p, e, 2);
-        int256 a = _at(s, ops, r, 0, ia);
-        int256 b = _at(s, ops, r, 1, ib);
+        int256 a = _at(r, 0, ia);
+        int256 b = _at(r, 1, ib);
         uint256 op = s.op;
         if (op == ADD) return a + b;
         if (op == SUB) return a - b;
@@ -253,20 +256,17 @@ contract Referee {
     }
 
     /// Element k of operand `pos`.
-    function _at(NodeSpec calldata s, Operand[] calldata ops, Reader memory r, uint256 pos, uint256 k)
-        private
-        pure
-        returns (int256)
-    {
-        uint256 size = s.size[pos];
+    function _at(Reader memory r, uint256 pos, uint256 k) private pure returns (int256) {
+        uint256 size = r.size[pos];
         uint256 off = k * size;
         uint256 w = off >> 5;
-        uint256[] calldata idx = ops[pos].idx;
+        uint256[] memory idx = r.idx[pos];
         uint256 h = r.hint[pos];
         if (h < idx.length && idx[h] == w) {
             // at the cursor
         } else if (h + 1 < idx.length && idx[h + 1] == w) {
             h += 1;
+            r.hint[pos] = h;
         } else {
             uint256 lo = 0;
             uint256 hi = idx.length;
@@ -277,8 +277,8 @@ contract Referee {
             }
             if (lo == idx.length || idx[lo] != w) revert MissingWord(pos, w);
             h = lo;
+            r.hint[pos] = h;
         }
-        r.hint[pos] = h;
-        return RefereeMerkle.element(ops[pos].words[h], (off & 31) / size, size);
+        return RefereeMerkle.element(r.words[pos][h], (off & 31) / size, size);
     }
 }

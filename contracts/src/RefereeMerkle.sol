@@ -89,6 +89,7 @@ library RefereeMerkle {
     /// Element `j` (of `size` bytes, little-endian two's complement) of a word.
     function element(bytes32 word, uint256 j, uint256 size) internal pure returns (int256) {
         uint256 b = j * size;
+        if (size == 1) return int256(int8(uint8(uint256(word) >> (8 * (31 - b)))));
         uint256 raw = (uint256(word) >> (8 * (32 - b - size))) & ((uint256(1) << (8 * size)) - 1);
         uint256 le = 0;
         for (uint256 t = 0; t < size; t++) le |= ((raw >> (8 * (size - 1 - t))) & 0xff) << (8 * t);

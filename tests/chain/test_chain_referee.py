@@ -220,8 +220,12 @@ def test_one_honest_operator_beats_a_colluding_majority_on_anvil(anvil, salts):
     d = call_struct(game.functions.getDispute(dispute_id))
     assert d["phase"] == Phase.RESOLVED and d["index"] == FORGED_LEAF and d["referee"], moves
     assert any(m == "open-node" for _, m in moves) and (True, "bisect-word") in moves, moves
-    resolved = game.events.DisputeResolved().get_logs(from_block=0)[0]["args"]
+    event = game.events.DisputeResolved().get_logs(from_block=0)[0]
+    resolved = event["args"]
     assert (resolved["challengerWrong"], resolved["defenderWrong"]) == (False, True)
+    gas = w3.eth.get_transaction_receipt(event["transactionHash"])["gasUsed"]
+    print(f"\nresolveElement (a conv2d element of node {FORGED_LEAF - 1}, with the slashing): {gas:,} gas; "
+          f"moves: {[m for _, m in moves]}")
     element = [m for m in moves if m[1] == "element"]
     assert element, moves
 
