@@ -17,7 +17,7 @@ import {RefereeMerkle} from "./RefereeMerkle.sol";
 /// for the caller to prove against the agreed part of the trace. A read of a word that is not
 /// given reverts (MissingWord); cvm/chain/referee.py gives exactly the words read.
 contract Referee {
-    uint256 public constant NONE = type(uint256).max; // NodeSpec.act of a constant input
+    uint256 public constant NONE = 0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff; // NodeSpec.act of a constant input: type(uint256).max
 
     // op codes (cvm.chain.model_commitment.OPS)
     uint256 internal constant CONV2D = 1;

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cvm import limits
+from cvm.chain import model_commitment
 from cvm.chain.precompile import CVM_PRECOMPILE_ADDRESS
 from cvm.chain.trace_precompile import CVM_TRACE_ADDRESS
 
@@ -21,6 +22,9 @@ MIRRORS = {  # (contract file, constant) -> the Python value it must equal
     ("ModelRegistry", "MAX_SAMPLE_BYTES"): limits.LIMITS[1].tensor_elements * 4,
     ("ICVM", "PRECOMPILE"): int.from_bytes(CVM_PRECOMPILE_ADDRESS, "big"),
     ("ICVM", "TRACE_PRECOMPILE"): int.from_bytes(CVM_TRACE_ADDRESS, "big"),
+    ("Referee", "NONE"): model_commitment.ACTIVATION_NONE,
+    # the referee's op codes (cvm.chain.model_commitment.OPS; reshape and flatten share one)
+    **{("Referee", op.upper()): code for op, code in model_commitment.OPS.items() if op != "flatten"},
 }
 SOLIDITY_ONLY = {  # constants with no Python counterpart, and why
     ("InferenceOracle", "MAX_COMMITTEE"): "bounds the oracle's loops over a committee; the node reads committeeSize()",
