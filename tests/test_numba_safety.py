@@ -388,7 +388,7 @@ def test_a_collected_runner_leaves_no_buffers():
     model.run(np.ones((8, 4096), np.int8))
     runner = model.runner("numba")
     held = runner.cached_bytes()
-    assert held >= 8 * 4096 * 2  # its input and output buffers at least
+    assert held >= 4096 * 2  # an input and an output buffer at least (the batch may run in parts)
     before = numba_backend.IDLE_SETS.held_bytes()
     del model, runner
     gc.collect()

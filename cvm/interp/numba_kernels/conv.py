@@ -80,14 +80,21 @@ def out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res):
-    """out_rows with a residual add (and any lookup tables)."""
+    """out_rows with a residual add (and any lookup tables). res has the rows of out, or a single
+    row (a constant per channel) that every row adds."""
     og = mult.shape[0]
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
     lut1, lut2 = ost[LUT1], ost[LUT2]
     t1, t2 = lut1 - ost[LUT1_OFF], lut2 - ost[LUT2_OFF]
+    last = res.shape[0] - 1
     for r in range(nrows):
-        srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[r0 + r, c0:c0 + og]
+        srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[min(r0 + r, last), c0:c0 + og]
+        if lut1 == 0 and lut2 == 0:  # no branch in the loop, so that it vectorizes
+            for n in range(og):
+                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + rrow[n]
+                orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
+            continue
         for n in range(og):
             v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
             if lut1 != 0:

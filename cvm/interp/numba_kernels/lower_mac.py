@@ -29,10 +29,11 @@ NO_RESIDUAL = np.zeros((1, 1), np.int16)  # passed when the output step has no r
 
 
 def residual(ostep, ins: list, first: int, out2: np.ndarray) -> np.ndarray:
-    """The output step's residual argument, shaped like out2 (rows, channels): the residual tensor
-    (ins[first]), or its constant per channel broadcast (stride 0 along the rows), or a dummy."""
+    """The output step's residual argument: the residual tensor (ins[first]) shaped like out2 (rows,
+    channels), or its constant per channel as a single row (conv.out_rows adds it to every row), or
+    a dummy."""
     if ostep.residual_const is not None:
-        return np.broadcast_to(ostep.residual_const.reshape(1, -1), out2.shape)
+        return ostep.residual_const.reshape(1, -1)
     return ins[first].reshape(out2.shape) if len(ins) > first else NO_RESIDUAL
 
 
