@@ -2,6 +2,7 @@
 // Compiles the contracts with solc-js (standard JSON) and writes one artifact per contract:
 //   src/*.sol  -> ../cvm/chain/artifacts/<Name>.json   (shipped with the Python package)
 //   test/*.sol -> ../tests/chain/artifacts/<Name>.json  (test-only contracts)
+//   src/examples/*.sol -> ../examples/artifacts/<Name>.json  (the examples' consumers, not shipped)
 // With --check, compiles and compares instead of writing; exits 1 if any artifact differs.
 "use strict";
 
@@ -13,6 +14,7 @@ const HERE = __dirname;
 const TARGETS = [
   { dir: "src", out: path.join(HERE, "..", "cvm", "chain", "artifacts") },
   { dir: "test", out: path.join(HERE, "..", "tests", "chain", "artifacts") },
+  { dir: "src/examples", out: path.join(HERE, "..", "examples", "artifacts") },
 ];
 const SETTINGS = {
   evmVersion: "prague",
@@ -53,7 +55,7 @@ function artifacts(input, output) {
   const result = [];
   for (const { dir, out } of TARGETS) {
     for (const [sourceName, contracts] of Object.entries(output.contracts)) {
-      if (!sourceName.startsWith(`${dir}/`)) continue;
+      if (path.posix.dirname(sourceName) !== dir) continue;
       for (const [name, c] of Object.entries(contracts)) {
         if (!c.evm.bytecode.object || isLibrary(input, sourceName, name)) continue;
         const artifact = {
