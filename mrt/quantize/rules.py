@@ -91,7 +91,7 @@ def dense(qz, node):
     else:
         x = qz.narrow(node.inputs[0])
         qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale), _input_mean(qz, node, -1))
-    out, factor = emit_mac(qz, "dense", x.name, qw, qb, _node_name(node))
+    out, factor = emit_mac(qz, "dense", x.name, qw, qb, _node_name(node), share=node.inputs[1])  # recurrent steps
     return QT(name=out, scale=acc_scale * factor, axis=len(qz.fgraph.shapes[node.outputs[0]]) - 1)
 
 

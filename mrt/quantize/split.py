@@ -34,10 +34,11 @@ def plan_chunks(w2d: np.ndarray, group: int, bias, lo: int, hi: int, limit: int)
 
 
 def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | None, name: str,
-             **attrs) -> tuple[str, float]:
+             share: str | None = None, **attrs) -> tuple[str, float]:
     """Emit conv2d / dense / conv_transpose2d of x with integer weights, split to the accumulator budget
     (along the summed input channels; a grouped conv or conv_transpose2d is never split).
-    Returns the output tensor and the factor (a power of two) its scale gained."""
+    Returns the output tensor and the factor (a power of two) its scale gained. share: the float weight's name,
+    under which identical integer weights and biases are stored once (Quantizer.const)."""
     limit = bits_max(qz.cfg.acc_bits)
     lo, hi = qz.interval(x)
     transposed = op == "conv_transpose2d"  # weight [C, O/g, KH, KW]: its input channels are axis 0
@@ -51,7 +52,9 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
     wdt = "int8" if qz.cfg.weight_bits <= 8 else "int16"
 
     def mac(inp, w, b, suffix):
-        args = [inp, qz.const(w, dtype=wdt)] + ([qz.const(b, dtype="int32")] if b is not None else [])
+        keys = (None, None) if share is None else (f"{share}#weight", f"{share}#bias")
+        args = [inp, qz.const(w, dtype=wdt, share=keys[0])] + \
+            ([qz.const(b, dtype="int32", share=keys[1])] if b is not None else [])
         return qz.op(op, *args, name=name + suffix, **attrs)
 
     if _reach(w2d, qb, lo, hi) <= limit:

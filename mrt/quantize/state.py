@@ -77,6 +77,7 @@ class Quantizer:
         self.bounds = Bounds(LATEST_OPSET)  # the graph is written in the lowest opset that holds its ops
         self.q: dict[str, QT] = {}
         self._names: set[str] = set()
+        self._shared: dict[tuple, str] = {}  # const(share=...): (key, dtype, shape, values) -> the emitted constant
 
     # ---------------------------------------------------------------- emission
 
@@ -85,9 +86,20 @@ class Quantizer:
         self.bounds.admit_input(self.b.inputs[-1])
         return name
 
-    def const(self, values, dtype=None) -> str:
+    def const(self, values, dtype=None, share: str | None = None) -> str:
+        """An integer constant. `share`: a key naming where the values come from (the float weight of a MAC);
+        identical values under one key are emitted once, so the unrolled steps of a recurrent layer, which read one
+        float weight and quantize it alike, store it once. Without a key (and with a float weight read by one node)
+        every call emits its own constant, so such graphs keep their bytes and hashes."""
+        if share is not None:
+            a = np.asarray(values, np.int64)
+            key = (share, str(dtype), a.shape, a.tobytes())
+            if key in self._shared:
+                return self._shared[key]
         name = self.b.const(values, dtype=dtype)
         self.bounds.admit_constant(name, self.b.constants[name])
+        if share is not None:
+            self._shared[key] = name
         return name
 
     def op(self, op: str, *inputs: str, name: str, **attrs) -> str:

@@ -46,3 +46,12 @@ def test_no_transpose_left(name):
     """torch's sequence-first detour (Transpose, LSTM/GRU layout 0, Squeeze, Transpose back) leaves no transpose."""
     m, *_ = _load(name)
     assert not any(n.op == "transpose" for n in m.graph.nodes)
+
+
+def test_unrolled_steps_share_their_integer_weights():
+    """Every step of the unrolled LSTM reads the same float W and R, quantized alike: each distinct integer weight is
+    stored once (Quantizer.const share=), which took the .cvm from 307,039 to 200,824 bytes with the same output."""
+    m, *_ = _load("rnn_sunspots_lstm")
+    dense = [n for n in m.graph.nodes if n.op == "dense"]
+    assert len({n.inputs[1] for n in dense}) <= 4 < len(dense)
+    assert len(m.to_bytes()) < 250_000
