@@ -62,3 +62,37 @@ def test_scaled_pipeline_converts_with_float_decisions(data, scaler):
     assert model.graph.opset == 1 and [n.op for n in model.graph.nodes].count("lut") == 0
     y = model.dequantize_output(model.run(model.quantize_input(xte))).reshape(len(xte), -1)
     assert (np.asarray(m.classes_)[y.argmax(1)] == label).all()
+
+
+def test_two_ensembles_on_one_scaler_share_the_fold():
+    """A Scaler read by two tree ensembles (their outputs added): both read the raw input, folded alike."""
+    ort = pytest.importorskip("onnxruntime")
+    skl2onnx = pytest.importorskip("skl2onnx")
+    from onnx import helper
+    from sklearn.ensemble import GradientBoostingRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from mrt.onnx_import import import_onnx
+    from mrt.pipeline import convert
+    from mrt.trees.datasets import split
+
+    xtr, xte, ytr, _ = split("diabetes")
+    m = make_pipeline(StandardScaler(), GradientBoostingRegressor(n_estimators=5, max_depth=2, random_state=0))
+    onx = skl2onnx.to_onnx(m.fit(xtr, ytr), xtr[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+    g = onx.graph
+    tree = next(n for n in g.node if n.op_type == "TreeEnsembleRegressor")
+    twin = helper.make_node(tree.op_type, list(tree.input), ["twin"], domain=tree.domain, name="twin")
+    twin.attribute.extend(tree.attribute)
+    out = g.output[0].name
+    for n in g.node:   # the first ensemble now writes `first`; the graph output is first + twin
+        n.output[:] = ["first" if o == out else o for o in n.output]
+    g.node.extend([twin, helper.make_node("Add", ["first", "twin"], [out])])
+    graph = import_onnx(onx)
+    assert [n.op for n in graph.nodes].count("tree_ensemble") == 2
+    assert all(n.inputs[0] == graph.inputs[0].name for n in graph.nodes if n.op == "tree_ensemble")
+    sess = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {sess.get_inputs()[0].name: xte})[0].reshape(len(xte), -1)
+    model = convert(onx, xtr, progress=False)
+    y = model.dequantize_output(model.run(model.quantize_input(xte))).reshape(ref.shape)
+    assert np.abs(y - ref).max() < 0.01 * np.abs(ref).max()
