@@ -12,6 +12,7 @@ tables, LayerNorm outputs and residual sums: mrt.text_precision)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -75,6 +76,7 @@ def main() -> None:
     ap.add_argument("--calib", type=int, default=64, help="calibration sentences (of 512)")
     ap.add_argument("--wide", nargs="+", choices=sorted(WIDE), default=["none", "encoder"])
     a = ap.parse_args()
+    load = os.getloadavg()
     from cvm.interp import numba as nb
     from onnxruntime.quantization import QuantType, quantize_dynamic
     path, data = DIR / f"minilm_L{a.length}.onnx", np.load(DIR / f"text_L{a.length}.npz")
@@ -115,7 +117,8 @@ def main() -> None:
             f"normalisation in the graph; calibrated on {a.calib} stdlib-docstring sentences (mse), measured on "
             f"{n} held-out ones against the float model (onnxruntime); nearest neighbour: each sentence's most "
             "similar other sentence, as float finds it. Latency: one thread each, median of interleaved rounds, "
-            f"{time.strftime('%Y-%m-%d')}, {_cpus()} cores shared with other work.", "",
+            f"{time.strftime('%Y-%m-%d')}, {_cpus()} cores shared with other work (load average "
+            f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end: compare latencies within one run only).", "",
             "| model | cosine mean | cosine min | same nearest neighbour | ms batch 1 | ms batch 32 | gas, conversion |",
             "|---|---|---|---|---|---|---|"]
     lines = [f"| {name} | {r[0]} | {r[1]} | {r[2]} | {ms[(name, 1)]:.1f} | {ms[(name, 32)]:.0f} | {r[3]} |"
@@ -126,7 +129,6 @@ def main() -> None:
 
 
 def _cpus() -> int:
-    import os
     return len(os.sched_getaffinity(0))
 
 
