@@ -2,7 +2,7 @@
 model (near-ties apart), regression error against float, gas per sample, and latency of the integer model
 (numba) against onnxruntime on the same ONNX file and against the library's own predict.
 
-    .venv/bin/python scripts/trees/measure.py [--quick]
+    .venv/bin/python scripts/trees/measure.py [--quick] [--data NAME]
 
 Writes .cache/models/trees_table.md (inserted into docs/models.md by scripts/models/models_md.py) and
 prints the same table plus the 100-tree model's figures. Timings are medians of repeated runs on this
@@ -81,11 +81,13 @@ def measure(onnx_bytes: bytes, xtr, xte, library, reps: int) -> dict:
     return row
 
 
-def fixtures(reps: int) -> dict:
+def fixtures(reps: int, data: str | None = None) -> dict:
     from trees import _families  # fixtures/train/trees.py: the same estimators, refitted (same seeds)
     manifest = json.loads((FIXTURES / "manifest.json").read_text())
     rows = {}
     for key, entry in sorted(manifest.items()):
+        if data and entry["data"] != data:
+            continue
         xtr, xte, ytr, yte = split(entry["data"])
         classify = entry["task"] == "classification"
         library = None
@@ -174,9 +176,17 @@ def main():
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    reps = 30 if ap.parse_args().quick else 300
-    rows = fixtures(reps)
-    big = big_models(reps)
+    ap.add_argument("--data", help="measure only this data set's fixtures; the other rows and the 100-tree "
+                    "models are kept from the last full run (.cache/models/trees_measure.json)")
+    args = ap.parse_args()
+    reps = 30 if args.quick else 300
+    if args.data:
+        last = json.loads((CACHE / "trees_measure.json").read_text())
+        rows = dict(sorted({**last.pop("fixtures"), **fixtures(reps, args.data)}.items()))
+        big = last
+    else:
+        rows = fixtures(reps)
+        big = big_models(reps)
     text = table(rows) + "\n\n100 trees of depth 6:\n\n" + table(big).split("\n", 2)[2]
     text += "\n\nA dedicated tree op walking the trees on the same codes (numba prototype, batch 1, one class): " + \
         ", ".join(f"{k} {v['native_traversal_us']:.1f} us" for k, v in big.items()) + "."
