@@ -35,6 +35,7 @@ class Deployed:
     credit: object
     operators: list
     borrowers: list
+    window: int  # CreditLine's challenge window in seconds
     gas: list = field(default_factory=list)  # [step, gas, note] rows of the setup
 
     @property
@@ -61,11 +62,14 @@ def deploy_example(model: cvm.Model, workdir: Path, backend: str = "numba", wind
                        list(LINE_SHARES_PCT), MAX_LINE, window, directory=ARTIFACTS)
     gas.append(["deploy CreditLine", r["gasUsed"], f"cutoffs {int_cutoffs(step)} (output units)"])
     keys, operators = accounts[:NUM_OPERATORS], []
+    # an operator locks a bond (slash_amount) per request it commits to, until the request closes: with a
+    # challenge window that is minutes later, so each stakes enough to bond every application at once
+    stake = CONFIG.min_stake + borrowers * CONFIG.slash_amount
     for i, key in enumerate(keys):
-        r = send(w3, key, dep.oracle.functions.stake(), value=CONFIG.min_stake)
+        r = send(w3, key, dep.oracle.functions.stake(), value=stake)
         gas.append([f"stake (operator {i + 1})", r["gasUsed"], ""])
         operators.append(Operator(w3, key, dep.oracle.address, store, workdir / f"node{i + 1}.sqlite", backend=backend))
-    return Deployed(chain, model, dep.oracle, credit, operators, accounts[NUM_OPERATORS:], gas)
+    return Deployed(chain, model, dep.oracle, credit, operators, accounts[NUM_OPERATORS:], window, gas)
 
 
 def apply(d: Deployed, borrower, features: bytes) -> tuple[int, int]:
@@ -76,12 +80,18 @@ def apply(d: Deployed, borrower, features: bytes) -> tuple[int, int]:
 
 
 def run_until_decided(d: Deployed, request_ids: list[int]) -> None:
-    """Steps every operator until no request is pending (at most MAX_ROUNDS passes)."""
+    """Steps every operator until no request is pending (at most MAX_ROUNDS passes). With a challenge
+    window, once the quorum has revealed, the embedded chain's clock is moved past the reveal deadline plus
+    the window, so that an operator calls finalize."""
     for _ in range(MAX_ROUNDS):
         for op in d.operators:
             op.step()
-        if all(call_struct(d.oracle.functions.getRequest(i))["status"] != Status.PENDING for i in request_ids):
+        pending = [r for r in (call_struct(d.oracle.functions.getRequest(i)) for i in request_ids)
+                   if r["status"] == Status.PENDING]
+        if not pending:
             return
+        if d.window and all(r["reveals"] >= CONFIG.quorum for r in pending):  # revealed: let the window pass
+            d.chain.advance_time(max(r["revealDeadline"] for r in pending) + d.window + 10 - d.chain.timestamp())
     raise RuntimeError(f"requests {request_ids} still pending after {MAX_ROUNDS} operator rounds")
 
 

@@ -89,3 +89,20 @@ def test_tiers_must_tighten(example):
     with reverts("BadTiers"):
         deploy(d.w3, d.chain.keys[0], "CreditLine", d.oracle.address, d.model.hash, loosening,
                list(LINE_SHARES_PCT), MAX_LINE, 0, directory=ARTIFACTS)
+
+
+def test_with_a_challenge_window_the_decision_waits_for_finalize(tmp_path):
+    """window > 0: k equal reveals are not final; after the window an operator calls finalize (the path
+    where one honest operator beats a colluding majority) and CreditLine decides as float."""
+    model = convert_model()
+    d = deploy_example(model, tmp_path, backend=BACKEND, window=120, borrowers=1)
+    _, xte, _, _ = split()
+    request_id, _ = apply(d, d.borrowers[0], model.encode_input(model.quantize_input(xte[:1])))
+    for op in d.operators:
+        op.step()
+    assert line(d, d.borrowers[0])["state"] == "pending"    # revealed, but the window is open
+    run_until_decided(d, [request_id])
+    rows = gas_by_request(d, 0)[request_id]
+    assert any(r[0] == "oracle.finalize" and "callback" in r[2] for r in rows)
+    assert callback_ok(d, request_id)
+    assert line(d, d.borrowers[0])["tier"] == tiers_of_margin(float_margin(xte[:1]))[0]
