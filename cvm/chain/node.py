@@ -11,10 +11,13 @@ A revealed request is done once it is finalised and every committed operator rev
 the operator settles it after the reveal deadline (expiring it with a refund, slashing whoever
 did not reveal) and then marks it done.
 
-The salt is stored before the commit transaction is sent, and every submission first reads the
-on-chain state (is my commitment there? my reveal?), so an operator killed at any point and
-restarted sends nothing twice and loses nothing. A reverted transaction or an RPC error is
-logged and retried with exponential backoff; the request's own deadlines end the retries.
+Requests are pipelined: a step moves each request as far as it can without waiting for a receipt
+(cvm/chain/sender.py assigns nonces and stores each signed transaction before broadcasting it); a
+request with a transaction in flight waits for its receipt, then moves on from the chain's state.
+The salt is stored before the commit is signed, and every submission first reads the chain (is my
+commitment there? my reveal?), so an operator killed at any point and restarted sends nothing twice
+and loses nothing. A reverted transaction or an RPC error is logged and retried with exponential
+backoff; the request's own deadlines end the retries.
 
 A model that cannot be loaded or run (whatever it raises) refuses its request: the request is
 marked done with a note and logged once, nothing is committed, and the other requests go on. Any
@@ -27,7 +30,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sqlite3
 import sys
 import threading
 import time
@@ -38,11 +40,13 @@ from web3.exceptions import Web3Exception
 
 import cvm
 from cvm.chain.disputant import Claim, Disputant
-from cvm.chain.contracts import TxFailed, call_struct, contract_at, send
-from cvm.chain.protocol import SCHEMA, Job, OnChain, commitment, is_drawn
-from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, Status, check_transition
+from cvm.chain.contracts import TxFailed, call_struct, contract_at
+from cvm.chain.jobs import JobDB
+from cvm.chain.protocol import Job, OnChain, bond_free, commitment, is_drawn
+from cvm.chain.sender import Sender, Tx
+from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, Status
 from cvm.chain.store import ModelStore, StoreError
-from cvm.chain.trace import Trace, output_leaf, run_trace
+from cvm.chain.trace import Trace, output_leaf, run_trace, wire_bytes
 
 log = logging.getLogger("cvm.node")
 
@@ -51,11 +55,12 @@ MAX_RETRY_DELAY = 60.0
 LOG_CHUNK = 2_000  # blocks per eth_getLogs query
 ZERO32 = bytes(32)
 COMMIT_GAS = 300_000  # InferenceOracle.commit uses about 150,000 (the first on a request)
+MAX_PASSES = 8  # passes over the requests in one step while receipts keep coming in (an instant chain)
 
 RPC_ERRORS = (Web3Exception, ConnectionError, TimeoutError, OSError)
 
 
-class Operator:
+class Operator(JobDB):
     def __init__(self, w3: Web3, account: LocalAccount, oracle_address: str, store: ModelStore,
                  db_path: str | os.PathLike, backend: str = "numba", from_block: int = 0,
                  retry_delay: float = RETRY_DELAY, confirmations: int = 0, disputes: bool = True):
@@ -67,68 +72,23 @@ class Operator:
         self.backend = backend
         self.retry_delay = retry_delay
         self.disputes = disputes  # take part in the dispute game (off: trust the majority, for tests)
-        self.disputant = Disputant(w3, account, self.oracle)
+        self.committee_size = self.oracle.functions.committeeSize().call()  # immutable
+        self.min_stake = self.oracle.functions.minStake().call()  # immutable
+        self.slash_amount = self.oracle.functions.slashAmount().call()  # immutable: the bond per commit
         self.confirmations = confirmations  # a request is taken once this many blocks are on top of it
+        self._reveal_gas: dict[int, int] = {}  # output length -> InferenceOracle.revealGas
+        self._registered_gas: dict[bytes, int] = {}  # model hash -> the gas its author registered
+        self._now = 0  # the latest block's timestamp, read once a pass
         self._retry_at: dict[int, float] = {}  # request id -> time.monotonic() of its next try
         self._traces: dict[int, Trace] = {}  # request id -> its run, for disputes
         self._traced: dict[int, str] = {}  # request id (-1: the scan) -> the unexpected failure last logged with its traceback
         self.name = f"node {account.address[:10]}"
-        self.db = sqlite3.connect(db_path)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(requests)")}
-        if "trace_root" not in columns:  # a database of a node from before trace commitments
-            self.db.execute("ALTER TABLE requests ADD COLUMN trace_root BLOB")
-        self._bind_meta("oracle", self.oracle.address)
-        self._bind_meta("operator", account.address)
+        JobDB.__init__(self, db_path, self.oracle.address, account.address)
+        self.sender = Sender(w3, account, self.db, self.oracle.abi)
+        self.disputant = Disputant(w3, account, self.oracle,  # its blocking sends use the same nonces
+                                   send=lambda w3, a, call, gas=None: self.sender.send_and_wait(-1, call.fn_name, call, gas))
         if self._meta("next_block") is None:
             self._set_meta("next_block", str(from_block))
-
-    # ------------------------------------------------------------ database
-
-    def _meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def _set_meta(self, key: str, value: str) -> None:
-        with self.db:
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
-
-    def _bind_meta(self, key: str, value: str) -> None:
-        """A database belongs to one operator of one oracle."""
-        stored = self._meta(key)
-        if stored is None:
-            self._set_meta(key, value)
-        elif stored != value:
-            raise ValueError(f"this database belongs to {key} {stored}, not {value}")
-
-    def _move(self, job: Job, state: str, **fields) -> None:
-        """Moves a request to another state (one of the moves states.TRANSITIONS allows)."""
-        check_transition(job.state, state)
-        self._update(job, state=state, **fields)
-
-    def _update(self, job: Job, **fields) -> None:
-        fields["updated"] = time.time()
-        sets = ", ".join(f"{k} = ?" for k in fields)
-        with self.db:
-            self.db.execute(f"UPDATE requests SET {sets} WHERE request_id = ?", (*fields.values(), job.request_id))
-        for k, v in fields.items():
-            if hasattr(job, k):
-                setattr(job, k, v)
-
-    def jobs(self, include_done: bool = False, request_id: int | None = None) -> list[Job]:
-        where, args = (["1"], []) if include_done else (["state != ?"], [DONE])
-        if request_id is not None:
-            where, args = where + ["request_id = ?"], args + [request_id]
-        rows = self.db.execute(
-            "SELECT request_id, model_hash, input, state, output, output_hash, salt, trace_root, commit_tx, reveal_tx, "
-            f"attempts, note FROM requests WHERE {' AND '.join(where)} ORDER BY request_id", args,
-        ).fetchall()
-        return [Job(*row) for row in rows]
-
-    def job(self, request_id: int) -> Job | None:
-        return next((j for j in self.jobs(include_done=True, request_id=request_id)), None)
 
     # ------------------------------------------------------------ the loop
 
@@ -147,7 +107,8 @@ class Operator:
             stop.wait(poll_interval)
 
     def step(self) -> None:
-        """One pass: read new requests, then move every open job as far as it can go now."""
+        """Reads new requests and the receipts that came in, then moves every open job as far as it
+        can go without waiting for a receipt; again while receipts keep coming in (at most MAX_PASSES)."""
         try:
             self.scan()
         except RPC_ERRORS as e:
@@ -160,8 +121,44 @@ class Operator:
             self._traced[-1] = failure  # -1: the scan
         else:
             self._traced.pop(-1, None)
+        self._collect()
+        for _ in range(MAX_PASSES):
+            self._pass()
+            if not self._collect():
+                break
+
+    def _collect(self) -> int:
+        """Receipts of the transactions in flight: a mined one is logged (the request moves on its next
+        pass, from the chain's state), a reverted or dropped one is retried with backoff."""
+        try:
+            resolved = self.sender.poll()
+        except RPC_ERRORS as e:
+            log.warning("%s: reading receipts failed, will retry: %s", self.name, e)
+            return 0
+        for tx in resolved:
+            self._received(tx)
+        return len(resolved)
+
+    def _received(self, tx: Tx) -> None:
+        job = self.job(tx.request_id)
+        if tx.state == "mined":
+            log.info("%s: request %d: %s mined in block %d (gas %d)", self.name, tx.request_id, tx.kind, tx.block,
+                     tx.gas_used)
+            if job is not None and tx.kind in ("commit", "reveal"):
+                self._update(job, **{f"{tx.kind}_tx": tx.tx_hash.hex()})
+        elif job is not None and job.state != DONE:
+            self._retry_later(job, tx.error)
+
+    def _pass(self) -> None:
+        try:
+            self.sender.refresh()
+            self._now = self.w3.eth.get_block("latest")["timestamp"]
+        except RPC_ERRORS as e:
+            log.warning("%s: reading the chain head failed, will retry: %s", self.name, e)
+            return
+        busy = {tx.request_id for tx in self.sender.in_flight()}
         for job in self.jobs():
-            if self._retry_at.get(job.request_id, 0.0) > time.monotonic():
+            if job.request_id in busy or self._retry_at.get(job.request_id, 0.0) > time.monotonic():
                 continue
             try:
                 state = None
@@ -224,37 +221,38 @@ class Operator:
     def _read_chain(self, job: Job) -> OnChain:
         req = call_struct(self.oracle.functions.getRequest(job.request_id))
         sub = call_struct(self.oracle.functions.getSubmission(job.request_id, self.account.address))
-        return OnChain(req, Status(req["status"]), req["commits"], self.oracle.functions.committeeSize().call(),
-                       bytes(sub["commitment"]), bytes(sub["vote"]), self.w3.eth.get_block("latest")["timestamp"])
+        return OnChain(req, Status(req["status"]), req["commits"], self.committee_size,
+                       bytes(sub["commitment"]), bytes(sub["vote"]), self._now)
 
     def _commit_step(self, job: Job, chain: OnChain) -> None:
         if chain.commitment != ZERO32:  # sent before a crash, or by another instance
             if job.salt is not None and chain.commitment == self.commitment(job):
                 self._move(job, COMMITTED, note=None)
-                log.info("%s: request %d: commitment found on chain", self.name, job.request_id)
+                log.info("%s: request %d: commitment on chain", self.name, job.request_id)
             else:
                 self._done(job, "a commitment this database does not know is on chain", logging.ERROR)
             return
         if chain.status not in SENDS_IN[SEEN] or chain.now >= chain.req["commitDeadline"] or chain.commits >= chain.committee:
             self._done(job, f"commit phase closed ({chain.status.name.lower()}, {chain.commits}/{chain.committee} commits)")
             return
-        if not self.oracle.functions.isOperator(self.account.address).call():
+        operator = self.oracle.functions.operators(self.account.address).call()  # stake, unlock, stakedAt, locked
+        if not (operator[0] >= self.min_stake and operator[1] == 0):
             self._done(job, "this account is not an active operator (stake too low or leaving)", logging.WARNING)
             return
-        drawn = self._drawn(job)
+        drawn = self._drawn(job, chain.req, operator)
         if drawn is None:
             return  # the request's block is not sealed yet: its seed is unknown
         if not drawn:
             self._done(job, "not drawn for this request")
             return
+        flying = sum(tx.kind == "commit" for tx in self.sender.in_flight())
+        if not bond_free(operator, flying, self.slash_amount):
+            return  # every bond of this stake is locked in open requests: wait for one to close
         if job.salt is None and not self._compute(job):
             return
         # an explicit limit, not an estimate: some nodes (anvil) estimate in the latest block, which may be
         # the request's own, whose hash (the draw's seed) is not known inside it
-        receipt = send(self.w3, self.account, self.oracle.functions.commit(job.request_id, self.commitment(job)),
-                       gas=COMMIT_GAS)
-        self._move(job, COMMITTED, commit_tx=receipt["transactionHash"].hex(), note=None)
-        log.info("%s: request %d: committed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+        self._submit(job, "commit", self.oracle.functions.commit(job.request_id, self.commitment(job)), COMMIT_GAS)
 
     def _reveal_step(self, job: Job, chain: OnChain) -> None:
         if chain.commitment == ZERO32:  # the commit was dropped (a reorg): send it again, same salt
@@ -263,17 +261,15 @@ class Operator:
             return
         if chain.vote != ZERO32:
             self._move(job, REVEALED)
-            log.info("%s: request %d: reveal found on chain", self.name, job.request_id)
+            log.info("%s: request %d: revealed", self.name, job.request_id)
             return
         if chain.status not in SENDS_IN[COMMITTED] or chain.now > chain.req["revealDeadline"]:  # Expired
             self._done(job, "reveal deadline passed before the reveal", logging.ERROR)
             return
-        if not self.oracle.functions.revealOpen(job.request_id).call():
+        if chain.commits < chain.committee and chain.now <= chain.req["commitDeadline"]:  # InferenceOracle.revealOpen
             return  # waiting for the other commits or the commit deadline
         call = self.oracle.functions.reveal(job.request_id, job.output_hash, job.trace_root, job.salt, job.output)
-        receipt = send(self.w3, self.account, call, gas=self.reveal_gas(job))
-        self._move(job, REVEALED, reveal_tx=receipt["transactionHash"].hex())
-        log.info("%s: request %d: revealed (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+        self._submit(job, "reveal", call, self.reveal_gas(job))
 
     def _settle_step(self, job: Job, chain: OnChain) -> None:
         req = chain.req
@@ -281,7 +277,8 @@ class Operator:
             self._move(job, COMMITTED, reveal_tx=None)
             log.warning("%s: request %d: reveal no longer on chain, revealing again", self.name, job.request_id)
             return
-        if self.disputes:  # dispute every different vote, move in every open dispute
+        if self.disputes and (req["openDisputes"] or  # every revealer agrees with me: nothing to dispute
+                              self.oracle.functions.votes(job.request_id, chain.vote).call() != req["reveals"]):
             mine = Claim(job.output_hash, Web3.keccak(job.output), job.trace_root)
             self.disputant.play(job.request_id, self.trace(job), mine, from_block=req["requestBlock"])
             req = call_struct(self.oracle.functions.getRequest(job.request_id))
@@ -294,17 +291,19 @@ class Operator:
             if chain.status == Status.PENDING and req["challengeWindow"] and \
                     bytes(self.oracle.functions.survivorOf(job.request_id).call()) == chain.vote:
                 call = self.oracle.functions.finalize(job.request_id, job.output_hash, job.trace_root, job.output)
-                receipt = send(self.w3, self.account, call, gas=self.reveal_gas(job))
-                log.info("%s: request %d: finalised after the challenge window (gas %d)", self.name,
-                         job.request_id, receipt["gasUsed"])
+                self._submit(job, "finalize", call, self.reveal_gas(job))
             else:
-                try:
-                    receipt = send(self.w3, self.account, self.oracle.functions.settle(job.request_id))
-                    log.info("%s: request %d: settled (gas %d)", self.name, job.request_id, receipt["gasUsed"])
+                try:  # estimated: a request another node settled first is not sent at all
+                    self._submit(job, "settle", self.oracle.functions.settle(job.request_id))
                 except TxFailed as e:
                     if e.error != "AlreadySettled":
                         raise
-            self._finish(job, call_struct(self.oracle.functions.getRequest(job.request_id)))
+                    self._finish(job, call_struct(self.oracle.functions.getRequest(job.request_id)))
+
+    def _submit(self, job: Job, kind: str, call, gas: int | None = None) -> None:
+        """Sends without waiting: the request waits for the receipt, then moves from the chain's state."""
+        tx = self.sender.submit(job.request_id, kind, call, gas)
+        log.info("%s: request %d: %s sent (nonce %d)", self.name, job.request_id, kind, tx.nonce)
 
     def _finish(self, job: Job, req: dict) -> None:
         if Status(req["status"]) != Status.FINALIZED:
@@ -323,7 +322,9 @@ class Operator:
         except Exception as e:  # StoreError, or anything a bug in loading raises
             self._refuse(job, e)
             return False
-        registered = call_struct(self.registry.functions.getModel(job.model_hash))["gas"]  # RPC errors: retried
+        if job.model_hash not in self._registered_gas:  # set once at registration; RPC errors: retried
+            self._registered_gas[job.model_hash] = call_struct(self.registry.functions.getModel(job.model_hash))["gas"]
+        registered = self._registered_gas[job.model_hash]
         if registered != model.gas:  # the fee is priced from the registered gas: do not work below cost
             self._done(job, f"model {job.model_hash.hex()[:12]} is registered with gas {registered}, but its static "
                             f"cost is {model.gas}: not served", logging.ERROR)
@@ -332,7 +333,7 @@ class Operator:
             y = model.run(model.decode_input(job.input), backend=self.backend)
             output, output_hash = model.encode_output(y), cvm.output_hash(y)
             t = self.trace(job, model)
-            if t.leaves[output_leaf(model)] != Web3.keccak(output):
+            if wire_bytes(t.tensors[output_leaf(model)]) != output:
                 raise cvm.CVMError(f"the {self.backend} backend's output differs from the reference trace's")
         except Exception as e:  # a CVMError, or MemoryError, OverflowError, ...: the same refusal
             self._refuse(job, e)
@@ -362,21 +363,22 @@ class Operator:
 
     def reveal_gas(self, job: Job) -> int:
         """The oracle's own rule for a reveal that may finalise (InferenceOracle.revealGas)."""
-        return self.oracle.functions.revealGas(len(job.output)).call()
+        if len(job.output) not in self._reveal_gas:  # a pure function of immutables and the length
+            self._reveal_gas[len(job.output)] = self.oracle.functions.revealGas(len(job.output)).call()
+        return self._reveal_gas[len(job.output)]
 
-    def _drawn(self, job: Job) -> bool | None:
+    def _drawn(self, job: Job, req: dict, operator: tuple) -> bool | None:
         """Whether the stake-weighted draw picked this operator (InferenceOracle.isDrawn, computed here
         from the sealed request block's hash, since a call may run in that very block); None while
         the request's block is not sealed."""
-        req = call_struct(self.oracle.functions.getRequest(job.request_id))
         try:
             block_hash = bytes(self.w3.eth.get_block(req["requestBlock"])["hash"])
         except RPC_ERRORS:
             return None
-        stake, unlock, staked_at, _ = self.oracle.functions.operators(self.account.address).call()
-        weight = stake if stake >= self.oracle.functions.minStake().call() and unlock == 0 else 0
+        stake, unlock, staked_at, _ = operator
+        weight = stake if stake >= self.min_stake and unlock == 0 else 0
         return is_drawn(block_hash, job.request_id, self.account.address, weight, staked_at, req["requestBlock"],
-                        req["totalStake"], self.oracle.functions.committeeSize().call())
+                        req["totalStake"], self.committee_size)
 
 
 # ---------------------------------------------------------------- command line

@@ -72,6 +72,14 @@ def is_drawn(block_hash: bytes, request_id: int, operator: str, weight: int, sta
     return ticket % total_stake < weight * committee_size
 
 
+def bond_free(operator: tuple, commits_in_flight: int, slash_amount: int) -> bool:
+    """Whether the stake (InferenceOracle.operators: stake, unlockTime, stakedAt, locked) has a free bond
+    for one more commit, counting the commits in flight, whose bonds the chain locks only when they
+    are mined: a commit without one would revert with InsufficientFreeStake."""
+    stake, _, _, locked = operator
+    return stake - locked - commits_in_flight * slash_amount >= slash_amount
+
+
 def commitment(request_id: int, output_hash: bytes, trace_root: bytes, salt: bytes, operator: str) -> bytes:
     """keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator)), as InferenceOracle.commitmentFor."""
     encoded = Web3().codec.encode(["uint256", "bytes32", "bytes32", "bytes32", "address"],

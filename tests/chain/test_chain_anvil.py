@@ -5,6 +5,7 @@ The model is the committed MNIST CNN, the input a real test image."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -55,13 +56,14 @@ def wait_for(predicate, what: str, timeout: float = TIMEOUT, interval: float = 0
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture
-def anvil(tmp_path):
+@contextlib.contextmanager
+def running_anvil(tmp_path, *extra: str):
+    """anvil on a free port (automining unless `extra` says otherwise); yields (url, w3)."""
     port = free_port()
     with open(tmp_path / "anvil.log", "w") as log:
         proc = subprocess.Popen(
             [str(anvil_binary()), "--host", "127.0.0.1", "--port", str(port), "--hardfork", "prague",
-             "--mnemonic", MNEMONIC, "--accounts", "10", "--chain-id", "31337"],
+             "--mnemonic", MNEMONIC, "--accounts", "10", "--chain-id", "31337", *extra],
             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
@@ -71,6 +73,12 @@ def anvil(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def anvil(tmp_path):
+    with running_anvil(tmp_path) as chain:
+        yield chain
 
 
 class Operators:

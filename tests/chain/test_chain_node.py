@@ -9,8 +9,8 @@ from chainkit import BACKEND
 
 import cvm
 from cvm.chain import node as node_module
-from cvm.chain.contracts import TxFailed, send
 from cvm.chain.node import Operator, Status
+from cvm.chain.sender import Sender
 from cvm.chain.store import ModelStore
 
 pytestmark = pytest.mark.chain
@@ -39,17 +39,19 @@ def tx_count(env, i):
 
 
 def crash_on(monkeypatch, function_name, after_sending):
-    """Makes the operator's next `function_name` submission die before or after it is sent."""
+    """Makes the operator die when its next `function_name` transaction, signed and stored, is
+    broadcast: before the node has it, or after."""
+    real = Sender._broadcast
 
-    def crashing_send(w3, account, call, **kw):
-        if call.fn_name == function_name:
-            monkeypatch.setattr(node_module, "send", send)  # once
+    def crashing_broadcast(self, tx, raw):
+        if tx.kind == function_name:
+            monkeypatch.setattr(Sender, "_broadcast", real)  # once
             if after_sending:
-                send(w3, account, call, **kw)
+                real(self, tx, raw)
             raise Crash(function_name)
-        return send(w3, account, call, **kw)
+        return real(self, tx, raw)
 
-    monkeypatch.setattr(node_module, "send", crashing_send)
+    monkeypatch.setattr(Sender, "_broadcast", crashing_broadcast)
 
 
 def test_three_operators_reach_consensus(env, tmp_path):
@@ -97,26 +99,34 @@ def test_restart_after_a_crash_loses_nothing_and_sends_nothing_twice(env, tmp_pa
 
 
 def test_failed_submissions_are_retried_with_logs(env, tmp_path, monkeypatch, caplog):
+    """A broadcast that fails is sent again (the same signed bytes: no second transaction); a
+    transaction that reverts is logged and its step retried."""
     env.stake_all()
     data, _ = env.sample(2)
     rid = env.request(data)
-    op = make_operator(env, tmp_path, 0)
-    failures = iter([ConnectionError("node unreachable"), TxFailed("reverted", "Whatever")])
+    op = make_operator(env, tmp_path, 0, retry_delay=3600.0)
+    real_broadcast = env.w3.eth.send_raw_transaction
+    failures = iter([ConnectionError("node unreachable")])
 
-    def flaky_send(w3, account, call, **kw):
+    def flaky_broadcast(raw):
         error = next(failures, None)
         if error:
             raise error
-        return send(w3, account, call, **kw)
+        return real_broadcast(raw)
 
-    monkeypatch.setattr(node_module, "send", flaky_send)
-    with caplog.at_level(logging.WARNING, logger="cvm.node"):
-        op.step()
-        op.step()
-    assert op.job(rid).attempts == 2 and op.job(rid).state == "seen"
-    assert "node unreachable" in caplog.text and "(failure 1)" in caplog.text and "(failure 2)" in caplog.text
+    monkeypatch.setattr(env.w3.eth, "send_raw_transaction", flaky_broadcast)
+    monkeypatch.setattr(node_module, "COMMIT_GAS", 30_000)  # runs out of gas: the commit reverts
+    with caplog.at_level(logging.WARNING):
+        op.step()  # signed, broadcast fails: in flight, not yet at the node
+        assert op.job(rid).state == "seen" and len(op.sender.in_flight(rid)) == 1
+        op.step()  # sent again, mined, reverted: retried
+    assert op.job(rid).attempts == 1 and op.job(rid).state == "seen"
+    assert "node unreachable" in caplog.text and "(failure 1)" in caplog.text and "commit transaction" in caplog.text
+    monkeypatch.setattr(node_module, "COMMIT_GAS", 300_000)
+    op.retry_delay, op._retry_at = 0.0, {}
     op.step()
     assert op.job(rid).state == "committed"
+    assert tx_count(env, 0) == 1 + 2  # stake, the reverted commit (broadcast twice, mined once), the commit
 
 
 def test_retries_back_off_until_the_deadline_ends_them(env, tmp_path, monkeypatch):
@@ -126,20 +136,53 @@ def test_retries_back_off_until_the_deadline_ends_them(env, tmp_path, monkeypatc
     op = make_operator(env, tmp_path, 0, retry_delay=3600.0)
     calls = []
 
-    def broken_send(*args, **kw):
+    def broken_read(job):
         calls.append(1)
         raise ConnectionError("down")
 
-    monkeypatch.setattr(node_module, "send", broken_send)
+    monkeypatch.setattr(op, "_read_chain", broken_read)
     for _ in range(3):
         op.step()
     assert len(calls) == 1 and op.job(rid).attempts == 1  # waiting out its backoff
     op.retry_delay, op._retry_at = 0.0, {}
     op.step()
     assert len(calls) == 2 and op.job(rid).state == "seen"
+    monkeypatch.undo()
     env.chain.advance_time(env.config.commit_window + 1)
     op.step()
     assert op.job(rid).state == "done" and op.job(rid).note.startswith("commit phase closed")
+
+
+def test_requests_are_pipelined(env, tmp_path):
+    """With mining paused, one step sends a commit for every request, each with its own nonce, and
+    waits for none of them; a killed node restarted before the block is mined resends nothing new;
+    once mined, the receipts come in together and every request moves on."""
+    for op in env.operators[:3]:  # a bond per request in flight: five of them
+        env.send(op, env.oracle.functions.stake(), value=3 * env.config.min_stake)
+    rids = [env.request(env.sample(10 + i)[0]) for i in range(5)]
+    ops = [make_operator(env, tmp_path, i) for i in range(3)]
+    env.chain.tester.disable_auto_mine_transactions()
+    try:
+        ops[0].step()
+        flying = ops[0].sender.in_flight()
+        assert sorted(t.request_id for t in flying) == rids and {t.kind for t in flying} == {"commit"}
+        assert [t.nonce for t in flying] == list(range(1, 6))  # after the stake
+        assert all(ops[0].job(r).state == "seen" for r in rids)
+        ops[0].db.close()
+        ops[0] = make_operator(env, tmp_path, 0)  # restarted with five commits in flight
+        for op in ops:
+            op.step()
+        assert len(ops[0].sender.in_flight()) == 5  # none sent twice
+        env.chain.tester.mine_blocks(1)
+    finally:
+        env.chain.tester.enable_auto_mine_transactions()
+    for _ in range(4):
+        for op in ops:
+            op.step()
+    for rid in rids:
+        state = env.request_state(rid)
+        assert state["status"] == Status.FINALIZED and state["reveals"] == 3
+    assert tx_count(env, 0) == 1 + 2 * len(rids)
 
 
 def test_dishonest_operator_is_slashed(env, tmp_path):

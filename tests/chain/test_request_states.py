@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cvm.chain import node, states
+from cvm.chain import node, protocol, states
 from cvm.chain.states import DONE, FINAL, INITIAL, SEEN, STATES, STATUS_TRANSITIONS, TRANSITIONS, Status
 
 ORACLE = Path(__file__).parents[2] / "contracts" / "src" / "InferenceOracle.sol"
@@ -84,9 +84,9 @@ def test_node_states_table_is_closed():
 
 
 def test_sql_check_is_the_table():
-    assert states.sql_check() in node.SCHEMA
+    assert states.sql_check() in protocol.SCHEMA
     db = sqlite3.connect(":memory:")
-    db.executescript(node.SCHEMA)
+    db.executescript(protocol.SCHEMA)
     (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'requests'").fetchone()
     check = re.search(r"CHECK \(state IN \(([^)]*)\)\)", sql)
     assert check and re.findall(r"'([^']*)'", check.group(1)) == list(STATES)
