@@ -1,6 +1,6 @@
-"""The fused output steps of the numba backend equal the reference bit for bit: a lut absorbed
-after a MAC's requant / clamps (SiLU, sigmoid, hardswish of EfficientNet- and MobileNet-like
-models), in the first stage and after a residual add, and the channels-last mul (squeeze-excite's
+"""The fused output steps of the numba backend equal the reference bit for bit: requant / clamp /
+lut chains absorbed after element-wise heads (and after MACs, where only the lut keeps its own
+pass), in the first stage and after a residual add, and the channels-last mul (squeeze-excite's
 x[C, H, W] * s[C, 1, 1] and same-shape gate products) with the output step after it.
 
 Every kernel path this machine runs, serial and split between threads; derandomized hypothesis,
@@ -210,7 +210,8 @@ def test_fused_steps_split_between_threads_match_reference(case, threads):
 
 def test_squeeze_excite_block_takes_the_fused_paths():
     """conv -> requant -> lut (SiLU), global sum -> requant -> 1x1 convs -> lut (sigmoid), mul ->
-    requant: two fused steps where there were seven (the plan says so), outputs equal."""
+    requant: the scale and its requant are one channels-last step (the plan says so), outputs equal.
+    (A lut after a conv keeps its own pass: fused into the GEMM's output step it was slower.)"""
     rng = np.random.default_rng(0)
     b = cvm.GraphBuilder()
     x = b.input("x", (16, 6, 6), 8)
@@ -226,7 +227,6 @@ def test_squeeze_excite_block_takes_the_fused_paths():
     for isa in nb.available_isas():
         runner = nb.prepare(model.graph, model.analysis, isa=isa)
         labels = [s.label for s in runner.plan.steps]
-        assert sum(lab.endswith("+requant+lut") for lab in labels) == 2, labels
         assert "mul[channel]+requant" in labels, labels
         got = runner(xs)
         assert np.array_equal(got[z], want[z]) and got[z].dtype == want[z].dtype

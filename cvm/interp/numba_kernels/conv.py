@@ -59,7 +59,7 @@ def pack_rows(x, geo, g, r0, nrows, buf, offset):
 def out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
     """The output step (plan.OutputStep) for out[r0 + r, c0 + n] from the accumulators s[r, n],
     r < nrows, n < len(mult). ost: the kargs.OST layout, then the lookup tables;
-    res: the residual, shaped like out (unused without one)."""
+    res: the residual, shaped like out (unused without one). s is scratch: a lookup overwrites it."""
     og = mult.shape[0]
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     if ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0:
@@ -70,10 +70,12 @@ def out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
         return
     if ost[HAS_RESIDUAL] == 0:
         t1 = ost[LUT1] - ost[LUT1_OFF]
-        for r in range(nrows):
+        for r in range(nrows):  # two passes: the requant vectorizes (into the scratch s), the lookups do not
             srow, orow = s[r], out[r0 + r, c0:c0 + og]
             for n in range(og):
-                orow[n] = ost[t1 + min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)]
+                srow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
+            for n in range(og):
+                orow[n] = ost[t1 + srow[n]]
         return
     _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res)
 

@@ -69,7 +69,7 @@ def _emit(p: Planner, index: int, label: str, reads: list[str], channels: int, m
           axis: int = 0, include_head: bool = False):
     """Fuse the output step after node `index` (or from it, include_head) and add the step:
     make_args(ins, out2) -> (kernel, args before the output step's, args after it, rows)."""
-    ostep = p.output_step(index, axis, const_residual=True, include_head=include_head)
+    ostep = p.output_step(index, axis, const_residual=True, include_head=include_head, luts=True)
     tail = (ostep.mult, ostep.mult2, ostep.params())
     fused_ops = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     out_value = p.spec_value(ostep.output, layout)
@@ -181,7 +181,7 @@ def lower_chain(p: Planner, index: int, node) -> bool:
     if rows is None or p.analysis.tensors[x].bits > 32 or p.const(x) is not None:
         return False
     c, axis = rows
-    ostep = p.output_step(index, axis, const_residual=True, include_head=True)
+    ostep = p.output_step(index, axis, const_residual=True, include_head=True, luts=True)
     if len(ostep.nodes) < 2 or ostep.nodes[0] != index:
         return False
 
