@@ -140,9 +140,30 @@ def defer_requant(p: Planner, index: int, node, attrs) -> bool:
     return True
 
 
+def _materialize(p: Planner, name: str) -> None:
+    """A deferred requant whose concat does not take the NHWC path after all: its own step now."""
+    src, mult, shift, lo, hi = p.deferred.pop(name)
+    c = len(mult)
+    ost = OutputStep(mult, shift, lo, hi, None, np.ones(c, np.int64), 0, OPEN_LO, OPEN_HI, name, ()).params()
+    mb = -(-PAR_MIN_ELEMENTS // (fused.BLOCK_ROWS * c))
+
+    def bind(ins, out):
+        x2, out2 = ins[0].reshape(-1, c), out.reshape(-1, c)
+        args = (x2, mult, mult, ost, residual_none, out2, np.int64(0))
+        return [p.pool.call(fused.copy_rows, args, -(-x2.shape[0] // fused.BLOCK_ROWS), mb)]
+    p.add("requant", [src], name, p.spec_value(name, NHWC), bind)
+
+
 def lower_concat(p: Planner, index: int, node, attrs) -> bool:
-    """Concat along channels into an NHWC output, one kernel call per input (fused requant or copy)."""
-    if not _concat_nhwc(p, node, attrs):
+    """Concat along channels into an NHWC output, one kernel call per input (fused requant or copy),
+    when every input is stored NHWC (or is a deferred requant of one); otherwise the deferred
+    requants get their own steps and the concat takes the general path (a channel shuffle's concat
+    of "c" tensors stays in "c": no conversions added)."""
+    if not _concat_nhwc(p, node, attrs) or any(n not in p.deferred and p.values[n].layout != NHWC
+                                               for n in node.inputs):
+        for n in node.inputs:
+            if n in p.deferred:
+                _materialize(p, n)
         return False
     srcs, parts = [], []
     for n in node.inputs:
