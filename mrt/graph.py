@@ -88,6 +88,8 @@ class Graph:
     initializers: dict
     nodes: tuple
     name: str = "graph"
+    # ONNX batch axis of graph inputs/outputs stored batch-first where it is not 0 (onnx_import/batch_major.py)
+    batch_axes: dict = field(default_factory=dict)
     shapes: dict = field(init=False, repr=False, compare=False)
     _full: dict = field(init=False, repr=False, compare=False)
 

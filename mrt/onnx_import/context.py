@@ -25,6 +25,7 @@ class ImportContext:
         self.nodes = []
         self.initializers = {}       # IR constants referenced by emitted nodes
         self.batch_one = batch_one   # the model declares batch size 1 (not symbolic)
+        self.integer_tensors = set()  # ONNX tensors of an integer element type (importer.integer_tensors)
         self.batch_axes = {}         # ONNX name -> its batch axis where not 0, stored batch-first (batch_major.py)
 
     # -- reading ONNX tensors ----------------------------------------------------------------

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import TensorProto, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from mrt.errors import BadInput, GraphError, UnsupportedOp
@@ -165,6 +165,20 @@ def _import_node(ctx, node, opsets):
         _handle(ctx, node, opsets)
 
 
+def integer_tensors(model) -> set:
+    """Names of the tensors ONNX's type inference gives an integer element type (computed from integer
+    inputs such as token ids): ops whose integer semantics differ from float's (Div truncates) refuse
+    them. A model type inference cannot read (over 2 GiB) gives the empty set."""
+    integer = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+               TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+    try:
+        g = onnx.shape_inference.infer_shapes(model).graph
+    except (ValueError, onnx.shape_inference.InferenceError):
+        return set()
+    return {vi.name for vi in [*g.value_info, *g.input, *g.output]
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type in integer}
+
+
 def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_data: bool = False):
     """Import an ONNX model (ModelProto, serialized bytes or a path) as a float Graph. Models of opsets
     7..12 are upgraded first (mrt.onnx_import.opsets). input_shapes: {input name: per-sample shape}
@@ -188,6 +202,7 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
     for spec in specs:
         ctx.full[spec.name] = (BATCH, *spec.shape)
     ctx.batch_axes.update({k: a for k, a in moved.items() if a})
+    ctx.integer_tensors = integer_tensors(model)
     for node in g.node:
         _import_node(ctx, node, opsets)
     outputs = []
@@ -205,7 +220,8 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
     if not outputs:
         raise UnsupportedOp("the model has no batched float output")
     try:
+        moved = {name: ctx.batch_axes[name] for name in [*(s.name for s in specs), *outputs] if name in ctx.batch_axes}
         return Graph(inputs=specs, outputs=outputs, initializers=ctx.initializers,
-                     nodes=ctx.nodes, name=g.name or "graph")
+                     nodes=ctx.nodes, name=g.name or "graph", batch_axes=moved)
     except GraphError as e:
         raise UnsupportedOp(f"imported graph is invalid: {e}") from e

@@ -36,7 +36,7 @@ def layer_normalization(ctx, node, attrs):
     if len(node.output) > 1 and any(node.output[1:]):
         for name in node.output[1:]:
             if name:
-                ctx.drop(name, "LayerNormalization's mean and inverse std outputs are not computed", True)
+                ctx.drop(name, "LayerNormalization's mean and inverse std outputs are not computed")
     params = []
     for k, what in ((1, "scale"), (2, "bias")):
         if len(node.input) > k and node.input[k]:
@@ -49,6 +49,8 @@ def layer_normalization(ctx, node, attrs):
 def div(ctx, node, attrs):
     """A batched divisor is an IR div_tensor (mrt.quantize.rules_text.div_tensor divides in integers)."""
     a, b = node.input
+    if node.output[0] in ctx.integer_tensors and not (ctx.is_const(a) and ctx.is_const(b)):
+        raise UnsupportedOp(f"{where(node)}: integer division (ONNX truncates it) is not supported")
     if ctx.is_const(b):
         return ops_core.binary("div")(ctx, node, attrs)
     ctx.emit("div_tensor", [ctx.tensor(a, node), ctx.tensor(b, node)], {}, node, out=node.output[0])
