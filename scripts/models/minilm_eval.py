@@ -5,10 +5,10 @@ held-out sentence's nearest other sentence, as float finds it), gas, latency at 
 thread each, interleaved rounds: cvm bench's method). Writes .cache/models/minilm_table.md, which
 scripts/models/models_md.py puts into docs/models.md.
 
-    .venv/bin/python scripts/models/minilm_eval.py [--length 64] [--calib 64] [--wide none encoder]
+    .venv/bin/python scripts/models/minilm_eval.py [--length 64] [--calib 64] [--wide none encoder encoder-w10]
 
 --wide names the MRT rows: none (8-bit activations), gelu (12-bit GELU tables), encoder (12-bit GELU
-tables, LayerNorm outputs and residual sums: mrt.text_precision)."""
+tables, LayerNorm and dense outputs, residual sums: mrt.text_precision), encoder-w10 (and 10-bit weights)."""
 from __future__ import annotations
 
 import argparse
@@ -30,9 +30,12 @@ from mrt.text_precision import encoder_wide_tensors  # noqa: E402
 DIR = ROOT / ".cache" / "models" / "minilm"
 OUT = ROOT / ".cache" / "models" / "minilm_table.md"
 CHUNK = 32  # samples per run: a 64-token batch of 256 is beyond opset 2's run_bytes
-WIDE = {"none": (), "gelu": ("activations",), "encoder": ("activations", "layer_norm", "residual", "dense")}
+ENCODER = ("activations", "layer_norm", "residual", "dense")
+WIDE = {"none": (), "gelu": ("activations",), "encoder": ENCODER, "encoder-w10": ENCODER}
+WEIGHT_BITS = {"encoder-w10": 10}  # 12-bit activations x 10-bit weights x K = 1536 taps < 2^31: no MAC split
 LABEL = {"none": "8-bit activations", "gelu": "12-bit GELU tables",
-         "encoder": "12-bit GELU tables, LayerNorm and dense outputs, residual sums"}
+         "encoder": "12-bit GELU tables, LayerNorm and dense outputs, residual sums",
+         "encoder-w10": "as above, and 10-bit weights"}
 SECONDS = 2.0  # of timing per backend and batch size
 
 
@@ -74,7 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--length", type=int, default=64)
     ap.add_argument("--calib", type=int, default=64, help="calibration sentences (of 512)")
-    ap.add_argument("--wide", nargs="+", choices=sorted(WIDE), default=["none", "encoder"])
+    ap.add_argument("--wide", nargs="+", choices=sorted(WIDE), default=["none", "encoder", "encoder-w10"])
     a = ap.parse_args()
     load = os.getloadavg()
     from cvm.interp import numba as nb
@@ -92,7 +95,8 @@ def main() -> None:
     rows, fns = {}, {}
     for wide in a.wide:
         t = time.perf_counter()
-        model = convert(str(path), calib, progress=False, wide_tensors=encoder_wide_tensors(graph, WIDE[wide]))
+        model = convert(str(path), calib, progress=False, wide_tensors=encoder_wide_tensors(graph, WIDE[wide]),
+                        weight_bits=WEIGHT_BITS.get(wide))
         seconds = time.perf_counter() - t
         y, c = run_mrt(model, held), None
         c = cosine(y, ref)
