@@ -77,6 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--length", type=int, default=64)
     ap.add_argument("--calib", type=int, default=64, help="calibration sentences (of 512)")
+    ap.add_argument("--out", type=Path, default=OUT, help=f"the table (default {OUT.relative_to(ROOT)})")
     ap.add_argument("--wide", nargs="+", choices=sorted(WIDE), default=["none", "encoder", "encoder-w10"])
     a = ap.parse_args()
     load = os.getloadavg()
@@ -127,9 +128,9 @@ def main() -> None:
             "|---|---|---|---|---|---|---|"]
     lines = [f"| {name} | {r[0]} | {r[1]} | {r[2]} | {ms[(name, 1)]:.1f} | {ms[(name, 32)]:.0f} | {r[3]} |"
              for name, r in rows.items()]
-    OUT.write_text("\n".join(head + lines) + "\n")
+    a.out.write_text("\n".join(head + lines) + "\n")
     print("\n".join(head + lines))
-    print(f"wrote {OUT}")
+    print(f"wrote {a.out}")
 
 
 def _cpus() -> int:
