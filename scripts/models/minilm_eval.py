@@ -35,7 +35,7 @@ WIDE = {"none": (), "gelu": ("activations",), "encoder": ENCODER, "encoder-w10":
 WEIGHT_BITS = {"encoder-w10": 10}  # 12-bit activations x 10-bit weights x K = 1536 taps < 2^31: no MAC split
 LABEL = {"none": "8-bit activations", "gelu": "12-bit GELU tables",
          "encoder": "12-bit GELU tables, LayerNorm and dense outputs, residual sums",
-         "encoder-w10": "as above, and 10-bit weights"}
+         "encoder-w10": "12-bit GELU tables, LayerNorm and dense outputs, residual sums; 10-bit weights"}
 SECONDS = 2.0  # of timing per backend and batch size
 
 
