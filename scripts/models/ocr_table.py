@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import ocr_data  # noqa: E402
 import ocr_fetch  # noqa: E402
-from sidebyside import latency_ms, run_cvm, run_ort, session  # noqa: E402
+from sidebyside import latency_ms, run_cvm, run_ort, session, write_table  # noqa: E402
 
 DATA = ROOT / ".cache" / "models" / "ocr"
 OUT = ROOT / ".cache" / "models" / "ocr_table.md"
@@ -95,14 +95,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("kinds", nargs="*", default=["cls", "det", "rec"])
     kinds = p.parse_args().kinds
-    rows = [f"Rendered text, measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores "
+    head = [f"Rendered text, measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores "
             f"(conversion time includes calibration).", "",
             "| model | input, samples | conversion | float | CVM integer | onnxruntime int8 | "
             "batch-1 ms, one thread: CVM numba / ort float / ort int8 |", "|---|---|---|---|---|---|---|"]
+    rows = {}
     for kind in kinds:
-        rows.append(measure(kind))
-        print(rows[-1], flush=True)
-    OUT.write_text("\n".join(rows) + "\n")
+        rows[kind] = measure(kind)
+        print(rows[kind], flush=True)
+    write_table(OUT, head, rows)
     print(f"wrote {OUT}")
 
 
