@@ -6,7 +6,7 @@ import {IInferenceConsumer} from "./IInferenceConsumer.sol";
 
 /// @title InferenceConsumer
 /// @notice The base a contract inherits to use the oracle safely. It
-///   - sends requests (`_requestInference`) and remembers each request id with its model and fee;
+///   - sends requests (`_requestInference`) and remembers each request id with its model;
 ///   - accepts a callback only from the oracle, only for a request it made and still waits for, and
 ///     only for the model it asked for (anyone can name any contract as a callback: a consumer that
 ///     checked msg.sender alone would take results it never asked for);
@@ -23,14 +23,10 @@ import {IInferenceConsumer} from "./IInferenceConsumer.sol";
 ///         function _onRefund(uint256 id, uint256 fee) internal override { ... }
 ///     }
 abstract contract InferenceConsumer is IInferenceConsumer {
-    struct Pending {
-        bytes32 modelHash;
-        uint128 fee;
-    }
-
     InferenceOracle public immutable oracle;
-    /// Requests this contract made and that were neither answered nor refunded.
-    mapping(uint256 => Pending) public pending;
+    /// The model of each request this contract made and that was neither answered nor refunded (one
+    /// slot a request; its fee is the oracle's record).
+    mapping(uint256 => bytes32) public pending;
     /// Refunds pulled from the oracle and not yet handed to `_onRefund` (other expired requests').
     uint256 public refundPool;
 
@@ -55,14 +51,14 @@ abstract contract InferenceConsumer is IInferenceConsumer {
         requestId = challengeWindow == 0
             ? oracle.request{value: fee}(modelHash, input, address(this))
             : oracle.requestWithWindow{value: fee}(modelHash, input, address(this), challengeWindow);
-        pending[requestId] = Pending(modelHash, uint128(fee));
+        pending[requestId] = modelHash;
     }
 
     function onInferenceResult(uint256 requestId, bytes32 modelHash, bytes calldata output) external {
         if (msg.sender != address(oracle)) revert NotOracle(msg.sender);
-        Pending memory p = pending[requestId];
-        if (p.modelHash == bytes32(0)) revert UnknownRequest(requestId);
-        if (p.modelHash != modelHash) revert WrongModel(modelHash, p.modelHash);
+        bytes32 asked = pending[requestId];
+        if (asked == bytes32(0)) revert UnknownRequest(requestId);
+        if (asked != modelHash) revert WrongModel(modelHash, asked);
         delete pending[requestId];
         _onResult(requestId, output);
     }
@@ -70,8 +66,7 @@ abstract contract InferenceConsumer is IInferenceConsumer {
     /// Takes back the fee of a request that expired (settling it first when that is due) and passes
     /// it to `_onRefund`. Anyone may call it.
     function reclaimExpired(uint256 requestId) public {
-        Pending memory p = pending[requestId];
-        if (p.modelHash == bytes32(0)) revert UnknownRequest(requestId);
+        if (pending[requestId] == bytes32(0)) revert UnknownRequest(requestId);
         if (oracle.statusOf(requestId) == InferenceOracle.Status.Pending) {
             try oracle.settle(requestId) {} catch {} // not due yet: NotExpired below
         }
@@ -82,8 +77,9 @@ abstract contract InferenceConsumer is IInferenceConsumer {
             refundPool += owed;
             oracle.claim();
         }
-        refundPool -= p.fee;
-        _onRefund(requestId, p.fee);
+        uint256 fee = oracle.getRequest(requestId).fee;
+        refundPool -= fee;
+        _onRefund(requestId, fee);
     }
 
     /// The agreed output of a request this contract made (little-endian integers, the registry's

@@ -63,6 +63,7 @@ contract InferenceOracle {
         MissedReveal
     }
 
+    /// A request as `getRequest` shows it (the stored layout, `Stored`, is packed for gas).
     struct Request {
         bytes32 modelHash;
         address requester;
@@ -84,6 +85,32 @@ contract InferenceOracle {
         bytes32 outputHash; // the agreed output hash
     }
 
+    /// The stored request: five slots written by `request` (a sixth only with a challenge window),
+    /// two at finalisation. The reveal deadline is commitDeadline + revealWindow. Bit i of
+    /// `bondedMask` / `slashedMask` is the i-th committer's bond locked / taken (no per-operator slot).
+    struct Stored {
+        bytes32 modelHash;
+        bytes32 inputHash;
+        address requester;
+        uint40 commitDeadline;
+        uint8 commits;
+        uint8 reveals;
+        Status status;
+        bool settled;
+        uint16 bondedMask;
+        address callback;
+        uint64 requestBlock;
+        uint32 outputBytes;
+        uint128 fee;
+        uint128 totalStake;
+        uint64 challengeWindow;
+        uint8 openDisputes;
+        uint16 slashedMask;
+        bytes32 result;
+        bytes32 outputHash;
+    }
+
+    /// A submission as `getSubmission` shows it.
     struct Submission {
         bytes32 commitment;
         bytes32 vote; // zero until revealed
@@ -91,11 +118,19 @@ contract InferenceOracle {
         bool bonded; // its slashAmount is locked in the operator's stake
     }
 
+    struct Vote {
+        bytes32 commitment;
+        bytes32 vote; // zero until revealed
+    }
+
+    /// Two slots: the bond lock and the fees earned share one, so paying an operator at
+    /// finalisation rewrites a slot its bond release touches anyway.
     struct Operator {
         uint128 stake;
         uint64 unlockTime; // zero while active; set by requestUnstake
         uint64 stakedAt; // block of the last deposit: counts for requests of later blocks only
         uint128 locked; // bonds of open requests
+        uint128 earned; // fees and rewards not yet claimed (part of `claimable`)
     }
 
     uint256 public constant MAX_COMMITTEE = 16;
@@ -126,14 +161,14 @@ contract InferenceOracle {
 
     uint256 public requestCount;
     uint256 public totalStake; // stake of active operators (stake >= minStake, not leaving)
-    mapping(uint256 => Request) private _requests;
-    mapping(uint256 => mapping(address => Submission)) private _submissions;
-    mapping(uint256 => address[]) private _committers;
+    mapping(uint256 => Stored) private _requests;
+    mapping(uint256 => mapping(address => Vote)) private _submissions;
+    mapping(uint256 => mapping(uint256 => address)) private _committers; // r.commits of them
     mapping(uint256 => mapping(bytes32 => uint256)) public votes;
     mapping(uint256 => mapping(bytes32 => bool)) public refuted; // votes a dispute proved wrong
     mapping(uint256 => mapping(bytes32 => bool)) public disputed; // keccak(vote, vote) pairs already disputed
-    mapping(address => Operator) public operators;
-    mapping(address => uint256) public claimable;
+    mapping(address => Operator) private _operators;
+    mapping(address => uint256) private _claimable; // accounts other than operators (see `_credit`)
 
     bool private transient _locked;
 
@@ -222,6 +257,7 @@ contract InferenceOracle {
                 || c.quorum > c.committeeSize || c.committeeSize > MAX_COMMITTEE || c.minStake == 0
                 || c.slashAmount == 0 || c.slashAmount > c.minStake || c.commitWindow == 0 || c.revealWindow == 0
                 || c.disputeMoveTime == 0 || c.callbackGasLimit > MAX_CALLBACK_GAS
+                || c.commitWindow > type(uint32).max || c.revealWindow > type(uint32).max
                 || c.withdrawalDelay <= uint256(c.commitWindow) + c.revealWindow + c.maxChallengeWindow
                     + disputeGame.maxDuration()
         ) revert InvalidConfig();
@@ -244,7 +280,7 @@ contract InferenceOracle {
     // ---------------------------------------------------------------- staking
 
     function stake() external payable {
-        Operator storage op = operators[msg.sender];
+        Operator storage op = _operators[msg.sender];
         if (op.unlockTime != 0) revert OperatorLeaving(msg.sender);
         _setStake(op, op.stake + uint128(msg.value));
         op.stakedAt = uint64(block.number);
@@ -254,7 +290,7 @@ contract InferenceOracle {
     /// Stops being drawn; the stake can be withdrawn after `withdrawalDelay` (longer than a request's
     /// life and its disputes) once no bond is locked in an open request.
     function requestUnstake() external {
-        Operator storage op = operators[msg.sender];
+        Operator storage op = _operators[msg.sender];
         if (op.stake == 0) revert NotOperator(msg.sender);
         if (op.unlockTime != 0) revert OperatorLeaving(msg.sender);
         totalStake -= _weight(op);
@@ -262,19 +298,36 @@ contract InferenceOracle {
         emit UnstakeRequested(msg.sender, op.unlockTime);
     }
 
+    /// Pays out the stake; fees earned and not claimed stay claimable.
     function withdrawStake() external nonReentrant {
-        Operator storage op = operators[msg.sender];
+        Operator storage op = _operators[msg.sender];
         if (op.unlockTime == 0) revert UnstakeNotRequested(msg.sender);
         if (block.timestamp < op.unlockTime) revert StakeLocked(op.unlockTime);
         if (op.locked != 0) revert BondsLocked(op.locked);
         uint256 amount = op.stake;
-        delete operators[msg.sender];
+        _claimable[msg.sender] += op.earned;
+        delete _operators[msg.sender];
         emit StakeWithdrawn(msg.sender, amount);
         _send(msg.sender, amount);
     }
 
     function isOperator(address account) public view returns (bool) {
-        return _weight(operators[account]) != 0;
+        return _weight(_operators[account]) != 0;
+    }
+
+    /// An operator's stake, unlock time (zero while active), block of its last deposit and locked bonds.
+    function operators(address account)
+        external
+        view
+        returns (uint128 stake_, uint64 unlockTime, uint64 stakedAt, uint128 locked)
+    {
+        Operator storage op = _operators[account];
+        return (op.stake, op.unlockTime, op.stakedAt, op.locked);
+    }
+
+    /// What `claim` pays `account`: fees, rewards and refunds credited to it.
+    function claimable(address account) public view returns (uint256) {
+        return _claimable[account] + _operators[account].earned;
     }
 
     // ---------------------------------------------------------------- requests
@@ -283,9 +336,13 @@ contract InferenceOracle {
     /// + operatorGasPrice * (n * (OPERATOR_ROUND_GAS + 16 * outputBytes) + callbackGasLimit):
     /// the operators' compute and the chain gas of their commits, reveals and the callback.
     function feeFor(bytes32 modelHash) public view returns (uint256) {
-        ModelRegistry.Model memory m = registry.getModel(modelHash);
-        uint256 chainGas = uint256(committeeSize) * (OPERATOR_ROUND_GAS + 16 * uint256(m.outputBytes)) + callbackGasLimit;
-        return uint256(minFee) + uint256(feePerGas) * m.gas + uint256(operatorGasPrice) * chainGas;
+        (, uint64 gas,, uint32 outputBytes) = registry.terms(modelHash);
+        return _fee(gas, outputBytes);
+    }
+
+    function _fee(uint256 gas, uint256 outputBytes) private view returns (uint256) {
+        uint256 chainGas = uint256(committeeSize) * (OPERATOR_ROUND_GAS + 16 * outputBytes) + callbackGasLimit;
+        return uint256(minFee) + uint256(feePerGas) * gas + uint256(operatorGasPrice) * chainGas;
     }
 
     /// A request on the fast path (challenge window 0: k equal reveals are final at once).
@@ -312,39 +369,38 @@ contract InferenceOracle {
         private
         returns (uint256 requestId)
     {
-        if (!registry.isActive(modelHash)) revert ModelNotAvailable(modelHash);
-        uint256 required = feeFor(modelHash);
+        (bool active, uint64 gas, uint32 inputBytes, uint32 outputBytes) = registry.terms(modelHash);
+        if (!active) revert ModelNotAvailable(modelHash);
+        uint256 required = _fee(gas, outputBytes);
         if (msg.value < required) revert FeeTooLow(msg.value, required);
-        uint256 expected = registry.inputBytes(modelHash);
-        if (input.length != expected) revert InputLengthMismatch(input.length, expected);
+        if (input.length != inputBytes) revert InputLengthMismatch(input.length, inputBytes);
 
         requestId = ++requestCount;
-        Request storage r = _requests[requestId];
+        Stored storage r = _requests[requestId];
         r.modelHash = modelHash;
-        r.requester = msg.sender;
-        r.callback = callback;
-        r.fee = uint128(msg.value);
-        r.commitDeadline = uint64(block.timestamp) + commitWindow;
-        r.revealDeadline = r.commitDeadline + revealWindow;
-        r.outputBytes = uint32(registry.outputBytes(modelHash));
-        r.status = Status.Pending;
-        r.totalStake = uint128(totalStake);
         r.inputHash = keccak256(input);
+        r.requester = msg.sender;
+        r.commitDeadline = uint40(block.timestamp + commitWindow);
+        r.status = Status.Pending;
+        r.callback = callback;
         r.requestBlock = uint64(block.number);
-        r.challengeWindow = window;
-        _emitRequested(requestId, r, input);
+        r.outputBytes = outputBytes;
+        r.fee = uint128(msg.value);
+        r.totalStake = uint128(totalStake);
+        if (window != 0) r.challengeWindow = window;
+        _emitRequested(requestId, r, window, input);
     }
 
-    function _emitRequested(uint256 requestId, Request storage r, bytes calldata input) private {
+    function _emitRequested(uint256 requestId, Stored storage r, uint64 window, bytes calldata input) private {
         emit InferenceRequested(
-            requestId, r.modelHash, r.requester, r.callback, r.fee, r.commitDeadline, r.revealDeadline,
-            r.challengeWindow, input
+            requestId, r.modelHash, r.requester, r.callback, r.fee, r.commitDeadline, uint64(_revealDeadline(r)),
+            window, input
         );
     }
 
     /// The draw's seed: the hash of the request's block, known only once that block is sealed.
     function seedOf(uint256 requestId) public view returns (bytes32) {
-        Request storage r = _requests[requestId];
+        Stored storage r = _requests[requestId];
         if (block.number <= r.requestBlock) revert SeedNotReady(requestId);
         bytes32 h = blockhash(r.requestBlock);
         if (h == bytes32(0)) revert SeedUnavailable(requestId); // older than 256 blocks
@@ -354,8 +410,8 @@ contract InferenceOracle {
     /// Whether `operator` is drawn for the request: active, staked before the request's block, and
     /// keccak256(abi.encode(seed, operator)) mod totalStake < stake * n.
     function isDrawn(uint256 requestId, address operator) public view returns (bool) {
-        Request storage r = _requests[requestId];
-        Operator storage op = operators[operator];
+        Stored storage r = _requests[requestId];
+        Operator storage op = _operators[operator];
         uint256 w = _weight(op);
         if (w == 0 || op.stakedAt >= r.requestBlock || r.totalStake == 0) return false;
         uint256 ticket = uint256(keccak256(abi.encode(seedOf(requestId), operator))) % r.totalStake;
@@ -363,24 +419,25 @@ contract InferenceOracle {
     }
 
     function commit(uint256 requestId, bytes32 commitment) external {
-        Request storage r = _pending(requestId);
+        Stored storage r = _pending(requestId);
         if (block.timestamp > r.commitDeadline) revert CommitPhaseOver(requestId);
-        if (r.commits >= committeeSize) revert CommitteeFull(requestId);
+        uint8 index = r.commits;
+        if (index >= committeeSize) revert CommitteeFull(requestId);
         if (commitment == bytes32(0)) revert EmptyCommitment();
-        Submission storage s = _submissions[requestId][msg.sender];
+        Vote storage s = _submissions[requestId][msg.sender];
         if (s.commitment != bytes32(0)) revert AlreadyCommitted(requestId, msg.sender);
         if (!isOperator(msg.sender)) revert NotOperator(msg.sender);
         if (!isDrawn(requestId, msg.sender)) revert NotDrawn(requestId, msg.sender);
-        Operator storage op = operators[msg.sender];
+        Operator storage op = _operators[msg.sender];
         if (op.stake - op.locked < slashAmount) revert InsufficientFreeStake(op.stake - op.locked, slashAmount);
 
         op.locked += slashAmount;
         s.commitment = commitment;
-        s.bonded = true;
-        _committers[requestId].push(msg.sender);
-        r.commits += 1;
+        _committers[requestId][index] = msg.sender;
+        r.commits = index + 1;
+        r.bondedMask |= uint16(1 << index);
         emit Committed(requestId, msg.sender);
-        if (r.commits == committeeSize) emit RevealPhaseOpened(requestId);
+        if (index + 1 == committeeSize) emit RevealPhaseOpened(requestId);
     }
 
     /// Reveals a commitment. Allowed after finalisation too (until the reveal deadline); an
@@ -389,13 +446,13 @@ contract InferenceOracle {
         external
         nonReentrant
     {
-        Request storage r = _requests[requestId];
-        Submission storage s = _submissions[requestId][msg.sender];
+        Stored storage r = _requests[requestId];
+        Vote storage s = _submissions[requestId][msg.sender];
         if (s.commitment == bytes32(0)) revert NotCommitted(requestId, msg.sender);
         if (s.vote != bytes32(0)) revert AlreadyRevealed(requestId, msg.sender);
         if (r.status == Status.Expired) revert RequestNotPending(requestId);
         if (!revealOpen(requestId)) revert RevealPhaseNotOpen(requestId);
-        if (block.timestamp > r.revealDeadline) revert RevealPhaseOver(requestId);
+        if (block.timestamp > _revealDeadline(r)) revert RevealPhaseOver(requestId);
         if (output.length != r.outputBytes) revert WrongOutputLength(output.length, r.outputBytes);
         if (commitmentFor(requestId, outputHash, traceRoot, salt, msg.sender) != s.commitment) {
             revert CommitmentMismatch(requestId, msg.sender);
@@ -408,7 +465,7 @@ contract InferenceOracle {
         emit Revealed(requestId, msg.sender, outputHash, outputKeccak, traceRoot);
 
         if (r.status == Status.Finalized) {
-            if (vote == r.result) _release(requestId, msg.sender);
+            if (vote == r.result) _release(r, _indexOf(requestId, r, msg.sender), msg.sender);
         } else if (++votes[requestId][vote] == quorum && r.challengeWindow == 0) {
             _finalize(requestId, r, vote, outputHash, output);
         }
@@ -420,14 +477,14 @@ contract InferenceOracle {
         external
         nonReentrant
     {
-        Request storage r = _pending(requestId);
+        Stored storage r = _pending(requestId);
         _checkClosable(requestId, r);
         bytes32 vote = keccak256(abi.encode(outputHash, keccak256(output), traceRoot));
-        if (r.challengeWindow == 0 || _survivor(requestId) != vote || vote == bytes32(0)) {
+        if (r.challengeWindow == 0 || _survivor(requestId, r) != vote || vote == bytes32(0)) {
             revert NoUniqueResult(requestId);
         }
         r.settled = true;
-        _closeBonds(requestId);
+        _closeBonds(requestId, r);
         _finalize(requestId, r, vote, outputHash, output);
     }
 
@@ -435,26 +492,29 @@ contract InferenceOracle {
     /// request (refunding its fee), slashes every committer that did not reveal, and releases the
     /// other bonds. Anyone may call it, once per request.
     function settle(uint256 requestId) external nonReentrant {
-        Request storage r = _requests[requestId];
+        Stored storage r = _requests[requestId];
         if (r.status == Status.None) revert UnknownRequest(requestId);
         if (r.settled) revert AlreadySettled(requestId);
         _checkClosable(requestId, r);
-        if (r.status == Status.Pending && r.challengeWindow != 0 && _survivor(requestId) != bytes32(0)) {
+        if (r.status == Status.Pending && r.challengeWindow != 0 && _survivor(requestId, r) != bytes32(0)) {
             revert ResultAwaitsFinalize(requestId);
         }
         r.settled = true;
         if (r.status == Status.Pending) {
             r.status = Status.Expired;
-            claimable[r.requester] += r.fee;
+            _credit(r.requester, r.fee);
             emit Expired(requestId);
         }
-        _closeBonds(requestId);
+        _closeBonds(requestId, r);
     }
 
     function claim() external nonReentrant {
-        uint256 amount = claimable[msg.sender];
+        uint256 amount = _claimable[msg.sender];
+        Operator storage op = _operators[msg.sender];
+        amount += op.earned;
         if (amount == 0) revert NothingToClaim(msg.sender);
-        claimable[msg.sender] = 0;
+        _claimable[msg.sender] = 0;
+        op.earned = 0;
         emit Claimed(msg.sender, amount);
         _send(msg.sender, amount);
     }
@@ -467,9 +527,9 @@ contract InferenceOracle {
         external
         returns (uint256 disputeId)
     {
-        Request storage r = _requests[requestId];
+        Stored storage r = _requests[requestId];
         if (r.status == Status.None || r.status == Status.Expired) revert RequestNotPending(requestId);
-        if (block.timestamp > uint256(r.revealDeadline) + r.challengeWindow) revert DisputeWindowOver(requestId);
+        if (block.timestamp > _revealDeadline(r) + r.challengeWindow) revert DisputeWindowOver(requestId);
         bytes32 voteC = _claimedVote(requestId, msg.sender, mine);
         bytes32 voteD = _claimedVote(requestId, defender, theirs);
         if (voteC == voteD) revert SameVote();
@@ -489,10 +549,10 @@ contract InferenceOracle {
     function resolveDispute(uint256 requestId, address challenger, address defender, bytes32 voteC, bytes32 voteD,
         bool challengerWrong, bool defenderWrong) external {
         if (msg.sender != address(disputeGame)) revert NotDisputeGame(msg.sender);
-        Request storage r = _requests[requestId];
+        Stored storage r = _requests[requestId];
         r.openDisputes -= 1;
-        if (challengerWrong) _refute(requestId, voteC, defenderWrong ? address(0) : defender);
-        if (defenderWrong) _refute(requestId, voteD, challengerWrong ? address(0) : challenger);
+        if (challengerWrong) _refute(requestId, r, voteC, defenderWrong ? address(0) : defender);
+        if (defenderWrong) _refute(requestId, r, voteD, challengerWrong ? address(0) : challenger);
     }
 
     // ---------------------------------------------------------------- views
@@ -506,7 +566,7 @@ contract InferenceOracle {
     }
 
     function revealOpen(uint256 requestId) public view returns (bool) {
-        Request storage r = _requests[requestId];
+        Stored storage r = _requests[requestId];
         return r.status != Status.None && (r.commits >= committeeSize || block.timestamp > r.commitDeadline);
     }
 
@@ -524,41 +584,83 @@ contract InferenceOracle {
         return _requests[requestId].status;
     }
 
-    function getRequest(uint256 requestId) external view returns (Request memory) {
-        return _requests[requestId];
+    function getRequest(uint256 requestId) external view returns (Request memory v) {
+        Stored storage r = _requests[requestId];
+        v.modelHash = r.modelHash;
+        v.requester = r.requester;
+        v.commitDeadline = r.commitDeadline;
+        v.commits = r.commits;
+        v.reveals = r.reveals;
+        v.status = r.status;
+        v.settled = r.settled;
+        v.callback = r.callback;
+        v.revealDeadline = r.status == Status.None ? 0 : uint64(_revealDeadline(r));
+        v.outputBytes = r.outputBytes;
+        v.fee = r.fee;
+        v.totalStake = r.totalStake;
+        v.inputHash = r.inputHash;
+        v.requestBlock = r.requestBlock;
+        v.challengeWindow = r.challengeWindow;
+        v.openDisputes = r.openDisputes;
+        v.result = r.result;
+        v.outputHash = r.outputHash;
     }
 
-    function getSubmission(uint256 requestId, address operator) external view returns (Submission memory) {
-        return _submissions[requestId][operator];
+    function getSubmission(uint256 requestId, address operator) external view returns (Submission memory v) {
+        Vote storage s = _submissions[requestId][operator];
+        v.commitment = s.commitment;
+        v.vote = s.vote;
+        if (s.commitment != bytes32(0)) {
+            Stored storage r = _requests[requestId];
+            uint256 bit = 1 << _indexOf(requestId, r, operator);
+            v.slashed = r.slashedMask & bit != 0;
+            v.bonded = r.bondedMask & bit != 0;
+        }
     }
 
-    function committersOf(uint256 requestId) external view returns (address[] memory) {
-        return _committers[requestId];
+    function committersOf(uint256 requestId) external view returns (address[] memory list) {
+        uint256 n = _requests[requestId].commits;
+        list = new address[](n);
+        for (uint256 i = 0; i < n; i++) {
+            list[i] = _committers[requestId][i];
+        }
     }
 
     /// The one revealed vote that no dispute refuted, or zero when there is none or more than one.
     function survivorOf(uint256 requestId) external view returns (bytes32) {
-        return _survivor(requestId);
+        return _survivor(requestId, _requests[requestId]);
     }
 
     // ---------------------------------------------------------------- internals
 
-    function _pending(uint256 requestId) private view returns (Request storage r) {
+    function _pending(uint256 requestId) private view returns (Stored storage r) {
         r = _requests[requestId];
         if (r.status == Status.None) revert UnknownRequest(requestId);
         if (r.status != Status.Pending) revert RequestNotPending(requestId);
     }
 
-    function _checkClosable(uint256 requestId, Request storage r) private view {
-        if (block.timestamp <= r.revealDeadline) revert RevealPhaseNotOver(requestId);
-        if (block.timestamp <= uint256(r.revealDeadline) + r.challengeWindow) revert ChallengeWindowOpen(requestId);
+    function _revealDeadline(Stored storage r) private view returns (uint256) {
+        return uint256(r.commitDeadline) + revealWindow;
+    }
+
+    /// A committer's seat: its bit in bondedMask / slashedMask.
+    function _indexOf(uint256 requestId, Stored storage r, address operator) private view returns (uint256 i) {
+        uint256 n = r.commits;
+        while (i < n && _committers[requestId][i] != operator) i++;
+        if (i == n) revert NotCommitted(requestId, operator);
+    }
+
+    function _checkClosable(uint256 requestId, Stored storage r) private view {
+        uint256 deadline = _revealDeadline(r);
+        if (block.timestamp <= deadline) revert RevealPhaseNotOver(requestId);
+        if (block.timestamp <= deadline + r.challengeWindow) revert ChallengeWindowOpen(requestId);
         if (r.openDisputes != 0) revert DisputesOpen(requestId);
     }
 
-    function _survivor(uint256 requestId) private view returns (bytes32 found) {
-        address[] storage committers = _committers[requestId];
-        for (uint256 i = 0; i < committers.length; i++) {
-            bytes32 v = _submissions[requestId][committers[i]].vote;
+    function _survivor(uint256 requestId, Stored storage r) private view returns (bytes32 found) {
+        uint256 n = r.commits;
+        for (uint256 i = 0; i < n; i++) {
+            bytes32 v = _submissions[requestId][_committers[requestId][i]].vote;
             if (v == bytes32(0) || refuted[requestId][v]) continue;
             if (found != bytes32(0) && found != v) return bytes32(0);
             found = v;
@@ -573,7 +675,7 @@ contract InferenceOracle {
 
     /// Effects first (status, payouts, bonds), then the bounded callback. The fee pays the caller
     /// the callback's gas at operatorGasPrice, and the rest is split among the vote's revealers.
-    function _finalize(uint256 requestId, Request storage r, bytes32 vote, bytes32 outputHash, bytes calldata output)
+    function _finalize(uint256 requestId, Stored storage r, bytes32 vote, bytes32 outputHash, bytes calldata output)
         private
     {
         r.status = Status.Finalized;
@@ -583,25 +685,25 @@ contract InferenceOracle {
         uint256 fee = r.fee;
         uint256 callbackPay = uint256(operatorGasPrice) * callbackGasLimit;
         if (callbackPay > fee) callbackPay = fee;
-        claimable[msg.sender] += callbackPay;
-        _pay(requestId, vote, fee - callbackPay);
+        _credit(msg.sender, callbackPay);
+        _pay(requestId, r, vote, fee - callbackPay);
         emit Finalized(requestId, outputHash, output);
 
         if (r.callback != address(0)) _callback(requestId, r.callback, r.modelHash, output);
     }
 
     /// Splits `amount` among the vote's revealers (the remainder to the first) and frees their bonds.
-    function _pay(uint256 requestId, bytes32 vote, uint256 amount) private {
-        address[] storage committers = _committers[requestId];
+    function _pay(uint256 requestId, Stored storage r, bytes32 vote, uint256 amount) private {
         uint256 payees = votes[requestId][vote];
         uint256 share = amount / payees;
         uint256 remainder = amount - share * payees;
-        for (uint256 i = 0; i < committers.length; i++) {
-            address op = committers[i];
+        uint256 n = r.commits;
+        for (uint256 i = 0; i < n; i++) {
+            address op = _committers[requestId][i];
             if (_submissions[requestId][op].vote == vote) {
-                claimable[op] += share + remainder;
+                _release(r, i, op);
+                _credit(op, share + remainder);
                 remainder = 0;
-                _release(requestId, op);
             }
         }
     }
@@ -621,50 +723,60 @@ contract InferenceOracle {
     }
 
     /// At settle or finalize: committers that never revealed are slashed, the others' bonds released.
-    function _closeBonds(uint256 requestId) private {
-        address[] storage committers = _committers[requestId];
-        for (uint256 i = 0; i < committers.length; i++) {
-            address op = committers[i];
+    function _closeBonds(uint256 requestId, Stored storage r) private {
+        uint256 n = r.commits;
+        for (uint256 i = 0; i < n; i++) {
+            address op = _committers[requestId][i];
             if (_submissions[requestId][op].vote == bytes32(0)) {
-                _slash(requestId, op, SlashReason.MissedReveal, address(0));
+                _slash(requestId, r, i, op, SlashReason.MissedReveal, address(0));
             } else {
-                _release(requestId, op);
+                _release(r, i, op);
             }
         }
     }
 
-    function _refute(uint256 requestId, bytes32 vote, address winner) private {
+    function _refute(uint256 requestId, Stored storage r, bytes32 vote, address winner) private {
         refuted[requestId][vote] = true;
         emit VoteRefuted(requestId, vote);
-        address[] storage committers = _committers[requestId];
-        for (uint256 i = 0; i < committers.length; i++) {
-            if (_submissions[requestId][committers[i]].vote == vote) {
-                _slash(requestId, committers[i], SlashReason.WrongResult, winner);
+        uint256 n = r.commits;
+        for (uint256 i = 0; i < n; i++) {
+            address op = _committers[requestId][i];
+            if (_submissions[requestId][op].vote == vote) {
+                _slash(requestId, r, i, op, SlashReason.WrongResult, winner);
             }
         }
     }
 
-    function _release(uint256 requestId, address operator) private {
-        Submission storage s = _submissions[requestId][operator];
-        if (!s.bonded) return;
-        s.bonded = false;
-        operators[operator].locked -= slashAmount;
+    function _release(Stored storage r, uint256 index, address operator) private {
+        uint16 bit = uint16(1 << index);
+        if (r.bondedMask & bit == 0) return;
+        r.bondedMask &= ~bit;
+        _operators[operator].locked -= slashAmount;
+    }
+
+    /// Credits a payout: to the operator's own slot when `account` has one (written anyway when its
+    /// bond is released), else to `_claimable`.
+    function _credit(address account, uint256 amount) private {
+        Operator storage op = _operators[account];
+        if (op.stake != 0) op.earned += uint128(amount);
+        else _claimable[account] += amount;
     }
 
     /// Takes the bond (or what is left of the stake): half to `winner` when there is one, the rest
     /// to the treasury.
-    function _slash(uint256 requestId, address operator, SlashReason reason, address winner) private {
-        Submission storage s = _submissions[requestId][operator];
-        if (s.slashed) return;
-        s.slashed = true;
-        _release(requestId, operator);
-        Operator storage op = operators[operator];
+    function _slash(uint256 requestId, Stored storage r, uint256 index, address operator, SlashReason reason,
+        address winner) private {
+        uint16 bit = uint16(1 << index);
+        if (r.slashedMask & bit != 0) return;
+        r.slashedMask |= bit;
+        _release(r, index, operator);
+        Operator storage op = _operators[operator];
         uint128 amount = op.stake < slashAmount ? op.stake : slashAmount;
         _setStake(op, op.stake - amount);
         if (op.locked > op.stake) op.locked = op.stake;
         uint256 reward = winner == address(0) ? 0 : amount / 2;
-        if (reward != 0) claimable[winner] += reward;
-        claimable[treasury] += amount - reward;
+        if (reward != 0) _credit(winner, reward);
+        _credit(treasury, amount - reward);
         emit Slashed(requestId, operator, amount, reason);
     }
 

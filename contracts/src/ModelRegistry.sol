@@ -151,6 +151,17 @@ contract ModelRegistry {
         return m;
     }
 
+    /// What the oracle needs of a model to take a request, in two storage reads: whether it is active
+    /// (registered, not deprecated), its CVM gas and its input and output sizes.
+    function terms(bytes32 modelHash)
+        external
+        view
+        returns (bool active, uint64 gas, uint32 inputBytes_, uint32 outputBytes_)
+    {
+        Model storage m = _models[modelHash];
+        return (m.author != address(0) && !m.deprecated, m.gas, m.inputBytes, m.outputBytes);
+    }
+
     /// True when the model is registered and not deprecated: new requests may use it.
     function isActive(bytes32 modelHash) external view returns (bool) {
         Model storage m = _models[modelHash];
