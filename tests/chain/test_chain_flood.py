@@ -4,10 +4,16 @@ restarted at once. Every request finalises with the right output, and no operato
 twice or lost one: each operator's nonce is exactly its stake, its commits and its reveals (a
 duplicate or a reverted transaction would show as one more), and every commit was revealed.
 
-Run with -s to see the figures docs/chain.md quotes (the FLOOD line)."""
+A throughput measurement, not a correctness check: whether 150 requests finalise inside the 30 s
+windows depends on how busy the machine is, so it runs only when asked (CVM_FLOOD=1); the pipelining and
+restart properties it also shows are tested on every run in test_chain_node.py
+(test_requests_are_pipelined, the crash-at-broadcast tests).
+
+    CVM_FLOOD=1 .venv/bin/python -m pytest -q -s tests/chain/test_chain_flood.py   # the FLOOD line docs/chain.md quotes"""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -22,7 +28,9 @@ from cvm.chain.contracts import OracleConfig, deploy_oracle, register_model, sen
 from cvm.chain.node import Status
 from cvm.chain.store import ModelStore
 
-pytestmark = [pytest.mark.chain, pytest.mark.anvil, pytest.mark.slow]
+pytestmark = [pytest.mark.chain, pytest.mark.anvil, pytest.mark.slow,
+              pytest.mark.skipif(os.environ.get("CVM_FLOOD") != "1",
+                                 reason="a throughput measurement that depends on the machine's load: CVM_FLOOD=1")]
 
 REQUESTS, SECONDS = 150, 15.0
 CONFIG = OracleConfig(quorum=2, committee_size=3, slash_amount=10**16, commit_window=30, reveal_window=30,
