@@ -25,6 +25,9 @@ HOW = {
     "mrt.onnx_import.ops_reduce": "reductions, argmax, reflect/edge padding",
     "mrt.onnx_import.ops_vision": "CVM opset 2: resize2d, conv_transpose2d",
     "mrt.onnx_import.ops_ml": "ai.onnx.ml (scikit-learn)",
+    "mrt.onnx_import.ops_text": "transformer blocks: CVM opset 2 gather (embeddings), integer LayerNorm with isqrt, "
+                                "division by a tensor",
+    "mrt.onnx_import.ops_rnn": "recurrent cells unrolled over the fixed sequence length (opset-1 dense, lut, mul)",
     "mrt.onnx_import.ops_trees": "ai.onnx.ml tree ensembles: opset-1 dense / grouped conv / clip on threshold-coded inputs",
 }
 TABLES = [  # (title, file written by a measurement script, the command that writes it)
