@@ -190,8 +190,20 @@ def _shape(ctx, node, attrs, k):
     return None, []
 
 
+def _matmul(ctx, node, attrs, k):
+    """MatMul by a constant matrix contracts the last axis: the same on the stored tensor while the batch is on
+    another axis (torch's sequence-first attention projects [L, N, E] by its in_proj weight)."""
+    rank = _rank(ctx, node.input[0], node)
+    b = node.input[1]
+    if batch_axis(ctx, node.input[0]) != k or not ctx.is_const(b) or np.asarray(ctx.consts[b]).ndim != 2 \
+            or k == rank - 1:
+        raise UnsupportedOp(f"{where(node)}: MatMul of a tensor with its batch on ONNX axis {k} needs a constant "
+                            "matrix and the batch off the last axis")
+    return node, [k]
+
+
 TRANSLATE = {
-    "Transpose": _transpose, "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Reshape": _reshape,
+    "Transpose": _transpose, "MatMul": _matmul, "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Reshape": _reshape,
     "Slice": _slice, "Gather": _gather, "Split": _along_axis, "Concat": _along_axis, "Shape": _shape,
     **{op: _binary for op in BINARY},
     **{op: (lambda ctx, node, attrs, k: (node, [k])) for op in ELEMENTWISE},

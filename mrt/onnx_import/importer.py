@@ -32,6 +32,7 @@ from mrt.onnx_import import ops_trees as trees
 from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
 from mrt.onnx_import import batch_major
+from mrt.onnx_import import const_concat, merged_batch
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.control import inline_if
 from mrt.onnx_import.context import BATCH_SENTINEL, ImportContext
@@ -70,7 +71,7 @@ HANDLERS = {
     ("", "Flatten"): (core.flatten, {13, 21, 23, 24, 25}),
     ("", "Reshape"): (core.reshape, {13, 14, 19, 21, 23, 24, 25}),
     ("", "Transpose"): (core.transpose, {13, 21, 23, 24, 25}),
-    ("", "Concat"): (core.concat, {13}),
+    ("", "Concat"): (const_concat.concat, {13}),
     ("", "Pad"): (core.pad, {13, 18, 19, 21, 23, 24, 25}),
     ("", "Identity"): (core.identity, {13, 14, 16, 19, 21, 23, 24, 25}),
     ("", "Dropout"): (core.dropout, {13, 22}),
@@ -112,6 +113,27 @@ def _parse(source, what: str):
         raise BadInput(f"{what} is not a parseable ONNX model ({type(e).__name__}: {e})") from None
 
 
+def _batch_safe(node, values) -> bool:
+    """Folds that keep the batch size symbolic: Where selects values (the sentinel passes through as one); Equal
+    of a shape against a negative constant (torch's expand(n, -1, -1) writes Where(Equal(shape, -1), 1, shape))
+    is False at the sentinel for every batch size; Mul of the batch size by positive integers gives
+    BATCH_SENTINEL * f, which only a Reshape target may hold (torch attention's N * heads, mrt.onnx_import.
+    merged_batch)."""
+    if node.op_type == "Where":
+        return not merged_batch.carries_batch(values[0])
+    if node.op_type == "Equal" and len(values) == 2:
+        a, b = np.broadcast_arrays(*values)
+        return bool((b[a == BATCH_SENTINEL] < 0).all() and (a[b == BATCH_SENTINEL] < 0).all()
+                    and sum(merged_batch.carries_batch(v) for v in values) == 1
+                    and not merged_batch.carries_batch(a[a != BATCH_SENTINEL])
+                    and not merged_batch.carries_batch(b[b != BATCH_SENTINEL]))
+    if node.op_type == "Mul" and len(values) == 2 and all(v.dtype.kind in "iu" for v in values):
+        batchy = [merged_batch.carries_batch(v) for v in values]
+        other = values[batchy.index(True) ^ 1] if sum(batchy) == 1 else None
+        return other is not None and bool((other > 0).all())
+    return False
+
+
 def _fold(ctx, node, opsets):
     """Evaluate a node whose inputs are all constants with onnx's reference implementation."""
     values = [ctx.consts[i] for i in node.input if i]
@@ -121,8 +143,11 @@ def _fold(ctx, node, opsets):
     if node.op_type == "ConstantOfShape" and values[0].size and values[0].reshape(-1)[0] == BATCH_SENTINEL:
         # a fill of shape (batch, ...): the same for every sample, so one sample's, broadcast over the batch
         values[0] = feeds[node.input[0]] = np.concatenate([[1], values[0].reshape(-1)[1:]]).astype(values[0].dtype)
-    if node.op_type not in BATCH_SAFE_OPS and any(
-            v.dtype.kind in "iuf" and (v == BATCH_SENTINEL).any() for v in values):
+    if node.op_type == "Expand" and values[1].size and values[1].reshape(-1)[0] == BATCH_SENTINEL:
+        # a constant expanded to (batch, ...): one sample's copy, broadcast over the batch like the fill above
+        values[1] = feeds[node.input[1]] = np.concatenate([[1], values[1].reshape(-1)[1:]]).astype(values[1].dtype)
+    if node.op_type not in BATCH_SAFE_OPS and not _batch_safe(node, values) and any(
+            merged_batch.carries_batch(v) for v in values):
         raise UnsupportedOp(f"{where(node)}: computes with the batch size (from Shape), which "
                             "MRT cannot keep symbolic")
     domain = node.domain if node.domain != "ai.onnx" else ""
@@ -146,7 +171,9 @@ def _handle(ctx, node, opsets):
     if since not in versions:
         raise UnsupportedOp(f"{where(node)}: version {since} of {node.op_type} is not supported")
     attrs = Attrs(node)
-    if batch_major.reads_moved(ctx, node, attrs):  # a tensor whose batch is not on ONNX axis 0 (recurrent layouts)
+    if merged_batch.reads(ctx, node):  # the batch merged with another dimension (torch attention's N * heads)
+        merged_batch.handle(ctx, node, attrs, HANDLERS)
+    elif batch_major.reads_moved(ctx, node, attrs):  # a tensor whose batch is not on ONNX axis 0 (recurrent layouts)
         batch_major.handle(ctx, node, attrs, HANDLERS)
     else:
         handler(ctx, node, attrs)
