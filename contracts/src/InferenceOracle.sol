@@ -86,22 +86,23 @@ contract InferenceOracle {
     }
 
     /// The stored request: five slots written by `request` (a sixth only with a challenge window),
-    /// one at finalisation (the agreed vote is not stored: `_result` finds it). The reveal deadline
-    /// is commitDeadline + revealWindow. Bit i of `bondedMask` / `slashedMask` is the i-th committer's
-    /// bond locked / taken (no per-operator slot).
+    /// one at finalisation (the agreed vote is not stored: `agreedMask` points at its revealers). The reveal deadline
+    /// is commitDeadline + revealWindow. Bit i of `bondedMask` / `revealedMask` / `slashedMask` is the
+    /// i-th committer's bond locked / vote revealed / bond taken (no per-operator slot).
     struct Stored {
         bytes32 modelHash;
         bytes32 inputHash;
         address requester;
         uint40 commitDeadline;
         uint8 commits;
-        uint8 reveals;
         Status status;
         bool settled;
         uint16 bondedMask;
+        uint16 revealedMask;
         address callback;
-        uint64 requestBlock;
+        uint48 requestBlock;
         uint32 outputBytes;
+        uint16 agreedMask; // set at finalisation: the seats whose vote is the result (paid)
         uint128 fee;
         uint128 totalStake;
         uint64 challengeWindow;
@@ -116,11 +117,6 @@ contract InferenceOracle {
         bytes32 vote; // zero until revealed
         bool slashed;
         bool bonded; // its slashAmount is locked in the operator's stake
-    }
-
-    struct Vote {
-        bytes32 commitment;
-        bytes32 vote; // zero until revealed
     }
 
     /// Two slots, both nonzero once staked: the bonds share the stake's, the fees earned the deposit
@@ -163,9 +159,10 @@ contract InferenceOracle {
     uint256 public requestCount;
     uint256 public totalStake; // stake of active operators (stake >= minStake, not leaving)
     mapping(uint256 => Stored) private _requests;
-    mapping(uint256 => mapping(address => Vote)) private _submissions;
+    /// A committer's commitment, overwritten by its vote when it reveals (revealedMask tells which):
+    /// one slot per committer, rewritten rather than a second one filled.
+    mapping(uint256 => mapping(address => bytes32)) private _words;
     mapping(uint256 => mapping(uint256 => address)) private _committers; // r.commits of them
-    mapping(uint256 => mapping(bytes32 => uint256)) public votes;
     mapping(uint256 => mapping(bytes32 => bool)) public refuted; // votes a dispute proved wrong
     mapping(uint256 => mapping(bytes32 => bool)) public disputed; // keccak(vote, vote) pairs already disputed
     mapping(address => Operator) private _operators;
@@ -384,7 +381,7 @@ contract InferenceOracle {
         r.commitDeadline = uint40(block.timestamp + commitWindow);
         r.status = Status.Pending;
         r.callback = callback;
-        r.requestBlock = uint64(block.number);
+        r.requestBlock = uint48(block.number);
         r.outputBytes = outputBytes;
         r.fee = uint128(msg.value);
         r.totalStake = uint128(totalStake);
@@ -425,15 +422,14 @@ contract InferenceOracle {
         uint8 index = r.commits;
         if (index >= committeeSize) revert CommitteeFull(requestId);
         if (commitment == bytes32(0)) revert EmptyCommitment();
-        Vote storage s = _submissions[requestId][msg.sender];
-        if (s.commitment != bytes32(0)) revert AlreadyCommitted(requestId, msg.sender);
+        if (_words[requestId][msg.sender] != bytes32(0)) revert AlreadyCommitted(requestId, msg.sender);
         if (!isOperator(msg.sender)) revert NotOperator(msg.sender);
         if (!isDrawn(requestId, msg.sender)) revert NotDrawn(requestId, msg.sender);
         Operator storage op = _operators[msg.sender];
         if (op.stake - op.locked < slashAmount) revert InsufficientFreeStake(op.stake - op.locked, slashAmount);
 
         op.locked += slashAmount;
-        s.commitment = commitment;
+        _words[requestId][msg.sender] = commitment;
         _committers[requestId][index] = msg.sender;
         r.commits = index + 1;
         r.bondedMask |= uint16(1 << index);
@@ -448,26 +444,29 @@ contract InferenceOracle {
         nonReentrant
     {
         Stored storage r = _requests[requestId];
-        Vote storage s = _submissions[requestId][msg.sender];
-        if (s.commitment == bytes32(0)) revert NotCommitted(requestId, msg.sender);
-        if (s.vote != bytes32(0)) revert AlreadyRevealed(requestId, msg.sender);
+        bytes32 commitment = _words[requestId][msg.sender];
+        if (commitment == bytes32(0)) revert NotCommitted(requestId, msg.sender);
+        uint256 index = _indexOf(requestId, r, msg.sender);
+        uint16 bit = uint16(1 << index);
+        if (r.revealedMask & bit != 0) revert AlreadyRevealed(requestId, msg.sender);
         if (r.status == Status.Expired) revert RequestNotPending(requestId);
         if (!revealOpen(requestId)) revert RevealPhaseNotOpen(requestId);
         if (block.timestamp > _revealDeadline(r)) revert RevealPhaseOver(requestId);
         if (output.length != r.outputBytes) revert WrongOutputLength(output.length, r.outputBytes);
-        if (commitmentFor(requestId, outputHash, traceRoot, salt, msg.sender) != s.commitment) {
+        if (commitmentFor(requestId, outputHash, traceRoot, salt, msg.sender) != commitment) {
             revert CommitmentMismatch(requestId, msg.sender);
         }
 
         bytes32 outputKeccak = keccak256(output);
         bytes32 vote = keccak256(abi.encode(outputHash, outputKeccak, traceRoot));
-        s.vote = vote;
-        r.reveals += 1;
+        _words[requestId][msg.sender] = vote;
+        r.revealedMask |= bit;
         emit Revealed(requestId, msg.sender, outputHash, outputKeccak, traceRoot);
 
+        // Only the fast path finalises here; a late reveal of the result gets its bond back.
         if (r.status == Status.Finalized) {
-            if (votes[requestId][vote] >= quorum) _release(r, _indexOf(requestId, r, msg.sender), msg.sender);
-        } else if (++votes[requestId][vote] == quorum && r.challengeWindow == 0) {
+            if (vote == _result(requestId, r)) _release(r, index, msg.sender);
+        } else if (r.challengeWindow == 0 && votes(requestId, vote) == quorum) {
             _finalize(requestId, r, vote, outputHash, output);
         }
     }
@@ -591,7 +590,7 @@ contract InferenceOracle {
         v.requester = r.requester;
         v.commitDeadline = r.commitDeadline;
         v.commits = r.commits;
-        v.reveals = r.reveals;
+        v.reveals = uint8(_popcount(r.revealedMask));
         v.status = r.status;
         v.settled = r.settled;
         v.callback = r.callback;
@@ -607,15 +606,25 @@ contract InferenceOracle {
         v.outputHash = r.outputHash;
     }
 
+    /// An operator's commitment (zero once revealed: its slot then holds the vote, and the
+    /// `Revealed` event the opening), vote, and whether its bond is slashed or locked.
     function getSubmission(uint256 requestId, address operator) external view returns (Submission memory v) {
-        Vote storage s = _submissions[requestId][operator];
-        v.commitment = s.commitment;
-        v.vote = s.vote;
-        if (s.commitment != bytes32(0)) {
-            Stored storage r = _requests[requestId];
-            uint256 bit = 1 << _indexOf(requestId, r, operator);
-            v.slashed = r.slashedMask & bit != 0;
-            v.bonded = r.bondedMask & bit != 0;
+        bytes32 word = _words[requestId][operator];
+        if (word == bytes32(0)) return v;
+        Stored storage r = _requests[requestId];
+        uint256 bit = 1 << _indexOf(requestId, r, operator);
+        if (r.revealedMask & bit != 0) v.vote = word;
+        else v.commitment = word;
+        v.slashed = r.slashedMask & bit != 0;
+        v.bonded = r.bondedMask & bit != 0;
+    }
+
+    /// How many committers revealed `vote`.
+    function votes(uint256 requestId, bytes32 vote) public view returns (uint256 count) {
+        Stored storage r = _requests[requestId];
+        uint256 n = r.commits;
+        for (uint256 i = 0; i < n; i++) {
+            if (_voteAt(requestId, r, i) == vote && vote != bytes32(0)) count++;
         }
     }
 
@@ -644,7 +653,18 @@ contract InferenceOracle {
         return uint256(r.commitDeadline) + revealWindow;
     }
 
-    /// A committer's seat: its bit in bondedMask / slashedMask.
+    /// The vote of the i-th committer, zero until it reveals. The mask is read first: a committer
+    /// that has not revealed costs no read of its slot.
+    function _voteAt(uint256 requestId, Stored storage r, uint256 i) private view returns (bytes32) {
+        if (r.revealedMask & (1 << i) == 0) return bytes32(0);
+        return _words[requestId][_committers[requestId][i]];
+    }
+
+    function _popcount(uint16 mask) private pure returns (uint256 n) {
+        for (; mask != 0; mask &= mask - 1) n++;
+    }
+
+    /// A committer's seat: its bit in the request's masks.
     function _indexOf(uint256 requestId, Stored storage r, address operator) private view returns (uint256 i) {
         uint256 n = r.commits;
         while (i < n && _committers[requestId][i] != operator) i++;
@@ -661,29 +681,28 @@ contract InferenceOracle {
     function _survivor(uint256 requestId, Stored storage r) private view returns (bytes32 found) {
         uint256 n = r.commits;
         for (uint256 i = 0; i < n; i++) {
-            bytes32 v = _submissions[requestId][_committers[requestId][i]].vote;
+            bytes32 v = _voteAt(requestId, r, i);
             if (v == bytes32(0) || refuted[requestId][v]) continue;
             if (found != bytes32(0) && found != v) return bytes32(0);
             found = v;
         }
     }
 
-    /// The agreed vote of a finalised request: with a challenge window the one no dispute refuted
-    /// (no dispute can open after `finalize`); on the fast path the one vote that reached the quorum
-    /// (the first to reach it finalised, and later reveals are not counted).
+    /// The agreed vote of a finalised request: the vote of its first paid revealer; zero before.
     function _result(uint256 requestId, Stored storage r) private view returns (bytes32) {
-        if (r.status != Status.Finalized) return bytes32(0);
-        if (r.challengeWindow != 0) return _survivor(requestId, r);
-        uint256 n = r.commits;
-        for (uint256 i = 0; i < n; i++) {
-            bytes32 v = _submissions[requestId][_committers[requestId][i]].vote;
-            if (v != bytes32(0) && votes[requestId][v] >= quorum) return v;
-        }
-        return bytes32(0);
+        uint256 mask = r.agreedMask;
+        if (mask == 0) return bytes32(0);
+        uint256 i = 0;
+        while (mask & (1 << i) == 0) i++;
+        return _voteAt(requestId, r, i);
     }
 
     function _claimedVote(uint256 requestId, address operator, DisputeGame.Claim calldata c) private view returns (bytes32 vote) {
-        vote = _submissions[requestId][operator].vote;
+        Stored storage r = _requests[requestId];
+        uint256 n = r.commits;
+        uint256 i = 0;
+        while (i < n && _committers[requestId][i] != operator) i++;
+        if (i < n) vote = _voteAt(requestId, r, i);
         if (vote == bytes32(0)) revert NotRevealed(requestId, operator);
         if (keccak256(abi.encode(c.outputHash, c.outputKeccak, c.traceRoot)) != vote) revert ClaimMismatch(operator);
     }
@@ -708,18 +727,21 @@ contract InferenceOracle {
 
     /// Splits `amount` among the vote's revealers (the remainder to the first) and frees their bonds.
     function _pay(uint256 requestId, Stored storage r, bytes32 vote, uint256 amount) private {
-        uint256 payees = votes[requestId][vote];
+        uint256 payees = votes(requestId, vote);
         uint256 share = amount / payees;
         uint256 remainder = amount - share * payees;
         uint256 n = r.commits;
+        uint16 agreed;
         for (uint256 i = 0; i < n; i++) {
-            address op = _committers[requestId][i];
-            if (_submissions[requestId][op].vote == vote) {
+            if (_voteAt(requestId, r, i) == vote) {
+                address op = _committers[requestId][i];
+                agreed |= uint16(1 << i);
                 _release(r, i, op);
                 _credit(op, share + remainder);
                 remainder = 0;
             }
         }
+        r.agreedMask = agreed;
     }
 
     /// Calls the consumer with exactly `callbackGasLimit` gas and without copying its return data.
@@ -741,7 +763,7 @@ contract InferenceOracle {
         uint256 n = r.commits;
         for (uint256 i = 0; i < n; i++) {
             address op = _committers[requestId][i];
-            if (_submissions[requestId][op].vote == bytes32(0)) {
+            if (r.revealedMask & (1 << i) == 0) {
                 _slash(requestId, r, i, op, SlashReason.MissedReveal, address(0));
             } else {
                 _release(r, i, op);
@@ -754,8 +776,8 @@ contract InferenceOracle {
         emit VoteRefuted(requestId, vote);
         uint256 n = r.commits;
         for (uint256 i = 0; i < n; i++) {
-            address op = _committers[requestId][i];
-            if (_submissions[requestId][op].vote == vote) {
+            if (_voteAt(requestId, r, i) == vote) {
+                address op = _committers[requestId][i];
                 _slash(requestId, r, i, op, SlashReason.WrongResult, winner);
             }
         }

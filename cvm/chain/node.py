@@ -255,13 +255,13 @@ class Operator(JobDB):
         self._submit(job, "commit", self.oracle.functions.commit(job.request_id, self.commitment(job)), COMMIT_GAS)
 
     def _reveal_step(self, job: Job, chain: OnChain) -> None:
+        if chain.vote != ZERO32:  # first: a revealed submission's commitment reads zero (its slot holds the vote)
+            self._move(job, REVEALED)
+            log.info("%s: request %d: revealed", self.name, job.request_id)
+            return
         if chain.commitment == ZERO32:  # the commit was dropped (a reorg): send it again, same salt
             self._move(job, SEEN, commit_tx=None)
             log.warning("%s: request %d: commitment no longer on chain, committing again", self.name, job.request_id)
-            return
-        if chain.vote != ZERO32:
-            self._move(job, REVEALED)
-            log.info("%s: request %d: revealed", self.name, job.request_id)
             return
         if chain.status not in SENDS_IN[COMMITTED] or chain.now > chain.req["revealDeadline"]:  # Expired
             self._done(job, "reveal deadline passed before the reveal", logging.ERROR)

@@ -186,3 +186,21 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
     log0 = restarted_log.read_text()
     assert f"request {rid}: revealed" in log0 and f"request {rid}: committed" not in log0
     assert f"request {rid}: done: finalised with our output" in log0
+
+    steps = round_gas(w3, oracle, r, rid)
+    print(f"ANVIL ROUND GAS (k = {CONFIG.quorum} of {CONFIG.committee_size}): {sum(steps):,} "
+          f"(request, commits, reveals up to the finalising one: {steps})")
+    assert sum(steps) < 1_087_388  # the round before the gas cuts (embedded chain, docs/chain.md)
+
+
+def round_gas(w3, oracle, request_receipt, rid: int) -> list[int]:
+    """Gas used by a round on this chain: the request, every commit, and the reveals up to and
+    including the one that finalised (later reveals are not part of the round)."""
+    def logs(event):
+        return sorted((e for e in event.get_logs(from_block=request_receipt["blockNumber"])
+                       if e["args"]["requestId"] == rid), key=lambda e: (e["blockNumber"], e["logIndex"]))
+
+    final_tx = logs(oracle.events.Finalized())[0]["transactionHash"]
+    reveals = [e["transactionHash"] for e in logs(oracle.events.Revealed())]
+    txs = [e["transactionHash"] for e in logs(oracle.events.Committed())] + reveals[:reveals.index(final_tx) + 1]
+    return [request_receipt["gasUsed"]] + [w3.eth.get_transaction_receipt(t)["gasUsed"] for t in txs]
