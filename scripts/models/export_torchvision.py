@@ -52,10 +52,21 @@ def set_batchnorm_stats(model: torch.nn.Module, size: int, samples: int = 8) -> 
     model.eval()
 
 
+def randomize_zero_init(model: torch.nn.Module) -> None:
+    """torchvision initialises some parameters to zero (ViT's class token and classifier head), which
+    makes every logit exactly 0: give those seeded random values (std 0.02, or 1/sqrt(fan_in) for a
+    weight), so fidelity figures compare non-trivial outputs."""
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if p.dim() >= 1 and not p.any() and not pname.endswith("bias"):
+                p.normal_(0.0, 1 / p.shape[-1] ** 0.5 if pname.endswith("weight") else 0.02)
+
+
 def export(name: str, size: int, out: Path) -> Path:
     torch.manual_seed(SEED)
     model = getattr(torchvision.models, name)(weights=None).eval()
     set_batchnorm_stats(model, size)
+    randomize_zero_init(model)
     path = out / f"{name}_{size}.onnx"
     torch.onnx.export(model, torch.zeros(1, 3, size, size), str(path), input_names=["x"], output_names=["logits"],
                       dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, opset_version=17, dynamo=False)
