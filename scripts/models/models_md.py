@@ -28,6 +28,7 @@ HOW = {
     "mrt.onnx_import.ops_text": "transformer blocks: CVM opset 2 gather (embeddings), integer LayerNorm with isqrt, "
                                 "division by a tensor",
     "mrt.onnx_import.ops_rnn": "recurrent cells unrolled over the fixed sequence length (opset-1 dense, lut, mul)",
+    "mrt.onnx_import.const_concat": "concatenation (a constant part, e.g. a class token, as zero padding plus a constant)",
     "mrt.onnx_import.ops_trees": "ai.onnx.ml tree ensembles: opset-1 dense / grouped conv / clip on threshold-coded inputs",
 }
 TABLES = [  # (title, file written by a measurement script, the command that writes it)
