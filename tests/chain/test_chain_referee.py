@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from chainkit import CONFIG, make_env
-from test_chain_anvil import MNEMONIC, anvil  # noqa: F401  (the anvil fixture)
+from test_chain_anvil import MNEMONIC, running_anvil
 from web3 import Web3
 from web3.logs import DISCARD
 
@@ -31,6 +31,13 @@ from cvm.chain.disputant import Claim, Disputant, Phase
 from cvm.chain.node import Status, commitment
 from cvm.chain.trace import Trace, leaf, merkle_levels, run_trace, wire_bytes
 from cvm.values import storage_dtype
+
+
+@pytest.fixture
+def anvil(tmp_path):
+    """An anvil node (test_chain_anvil.running_anvil), stopped after the test."""
+    with running_anvil(tmp_path) as chain:
+        yield chain
 
 pytestmark = pytest.mark.chain
 ROOT = Path(__file__).parents[2]
@@ -176,7 +183,7 @@ def test_one_honest_operator_beats_a_colluding_majority_on_anvil(anvil, salts):
     dep = deploy_oracle(w3, deployer, CONFIG)
     register_model(dep.registry, deployer, model)
     oracle = dep.oracle
-    disputant = Disputant(w3, honest, oracle)
+    Disputant(w3, honest, oracle)  # constructing it checks the oracle's dispute game is reachable
     mc.publish(w3, dep.registry, deployer, model)
     assert mc.check_published(dep.registry, model)
     for op in (liar_a, liar_b, honest):
