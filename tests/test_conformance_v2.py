@@ -1,5 +1,6 @@
 """Conformance suite v2: the opset-1 op cases of v1, byte for byte, and cases of every opset-2 op; each
 case names its opset; regenerating gives the same bytes; the reference and numba backends pass it."""
+import json
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,13 @@ def test_every_op_of_opset_2_has_cases_and_opset_1_cases_are_v1s():
 def test_backends_pass_the_opset_2_cases(backend):
     results = run_suite(SUITE, backend, [c["name"] for c in MANIFEST["cases"] if c["opset"] == 2])
     assert results and all(r["ok"] for r in results), [(r["name"], r["error"] or r["got"]) for r in results if not r["ok"]]
+
+
+def test_recorded_platforms_passed_every_case():
+    """platforms.json: the runs of scripts/crossplatform/run.sh ... --record (CVM_CONFORMANCE_DIR pointing
+    here) and of the host; 32-bit x86 is where a reference that indexes with int64 breaks (np.take casts
+    indices to intp, 32 bits there)."""
+    platforms = json.loads((SUITE / "platforms.json").read_text())["platforms"]
+    assert {"x86_64", "i686"} <= {p["machine"] for p in platforms}
+    for p in platforms:
+        assert p["passed"] == p["cases"] > 0 and not p["failed"] and p["suite_version"] == MANIFEST["version"], p["label"]

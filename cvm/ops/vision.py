@@ -71,6 +71,7 @@ def resize2d_ref(x, *, size, mode, coord_h, coord_w, frac_bits):
 
     def along(v, axis, m):
         i0, i1, w0, w1 = m
+        i0, i1 = i0.astype(np.intp), i1.astype(np.intp)  # np.take indexes in intp (int32 on 32-bit machines)
         shape = (-1, 1) if axis == 2 else (-1,)
         if mode == NEAREST:
             return np.take(v, i0, axis=axis)
