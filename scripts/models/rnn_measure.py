@@ -19,6 +19,7 @@ import numpy as np
 import onnxruntime as ort
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
+from cvm.bench import time_calls
 from mrt.pipeline import convert
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,13 +36,7 @@ def _session(path):
 
 
 def _median_ms(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    return statistics.median(time_calls(fn, 0.0, repeat, repeat)) * 1e3
 
 
 def _metric(kind, y, out):

@@ -22,6 +22,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rnn_ocr_data as D  # noqa: E402
+from cvm.bench import time_calls  # noqa: E402
 from mrt.pipeline import convert  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,13 +47,7 @@ def scores(pred, truth, want):
 
 
 def _median_ms(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    return statistics.median(time_calls(fn, 0.0, repeat, repeat)) * 1e3
 
 
 def main():

@@ -28,6 +28,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vad_data as V  # noqa: E402
 import vad_fetch  # noqa: E402
+from cvm.bench import time_calls  # noqa: E402
 from mrt.onnx_import.bind import bind_inputs  # noqa: E402
 from mrt.pipeline import convert, finish, prepare  # noqa: E402
 
@@ -94,13 +95,7 @@ def convert_vad(path, float_sess, wide=False, **options):
 
 
 def _median_ms(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+    return statistics.median(time_calls(fn, 0.0, repeat, repeat)) * 1e3
 
 
 def fidelity(p, want, labels):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -25,6 +24,7 @@ sys.path.insert(0, str(ROOT / "fixtures" / "train"))
 
 import onnxruntime as ort  # noqa: E402
 
+from cvm.bench import time_calls  # noqa: E402
 from mrt.pipeline import convert  # noqa: E402
 from mrt.trees.agreement import compare  # noqa: E402
 from mrt.trees.datasets import split  # noqa: E402
@@ -34,13 +34,7 @@ CACHE = ROOT / ".cache" / "models"
 
 
 def median_us(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times)) * 1e6
+    return float(np.median(time_calls(fn, 0.0, reps, reps))) * 1e6
 
 
 def pre_transform(transform, probs):
