@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import ocr_data  # noqa: E402
 import ocr_fetch  # noqa: E402
-from sidebyside import latency_ms, run_cvm, run_ort, session, write_table  # noqa: E402
+from sidebyside import latency_ms, run_cvm, run_ort, session, measure_table  # noqa: E402
 
 DATA = ROOT / ".cache" / "models" / "ocr"
 OUT = ROOT / ".cache" / "models" / "ocr_table.md"
@@ -99,12 +99,7 @@ def main() -> None:
             f"(conversion time includes calibration).", "",
             "| model | input, samples | conversion | float | CVM integer | onnxruntime int8 | "
             "batch-1 ms, one thread: CVM numba / ort float / ort int8 |", "|---|---|---|---|---|---|---|"]
-    rows = {}
-    for kind in kinds:
-        rows[kind] = measure(kind)
-        print(rows[kind], flush=True)
-    write_table(OUT, head, rows)
-    print(f"wrote {OUT}")
+    measure_table(OUT, head, kinds, measure)
 
 
 if __name__ == "__main__":

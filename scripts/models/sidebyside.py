@@ -52,3 +52,13 @@ def latency_ms(model, float_sess, int8_sess, x1: np.ndarray) -> dict[str, float]
            "ort int8": lambda: int8_sess.run(None, feed)}
     times = interleaved(fns, MIN_SECONDS)
     return {k: 1e3 * float(np.median(times[k][0])) for k in fns}
+
+
+def measure_table(path: Path, head: list[str], names, measure) -> None:
+    """One row per name from measure(name), printed as it is made, then written with write_table."""
+    rows = {}
+    for name in names:
+        rows[name] = measure(name)
+        print(rows[name], flush=True)
+    write_table(path, head, rows)
+    print(f"wrote {path}")

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from sidebyside import TORCHVISION, latency_ms, run_cvm, run_ort, session, write_table  # noqa: E402
+from sidebyside import TORCHVISION, latency_ms, run_cvm, run_ort, session, measure_table  # noqa: E402
 
 MODELS = ROOT / ".cache" / "models"
 OUT = MODELS / "torchvision_fidelity.md"
@@ -77,12 +77,7 @@ def main() -> None:
             "latency at batch 1 on one thread (median ms).", "",
             "| model | CVM integer: agreement / cosine | onnxruntime int8 | CVM numba ms | ort float ms | "
             "ort int8 ms | CVM / ort int8 |", "|---|---|---|---|---|---|---|"]
-    rows = {}
-    for name in names:
-        rows[name] = evaluate(name)
-        print(rows[name], flush=True)
-    write_table(OUT, head, rows)
-    print(f"wrote {OUT}")
+    measure_table(OUT, head, names, evaluate)
 
 
 if __name__ == "__main__":
