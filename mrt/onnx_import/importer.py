@@ -195,9 +195,17 @@ def _import_node(ctx, node, opsets):
 def integer_tensors(model) -> set:
     """Names of the tensors ONNX's type inference gives an integer element type (computed from integer
     inputs such as token ids): ops whose integer semantics differ from float's (Div truncates) refuse
-    them. A model type inference cannot read (over 2 GiB) gives the empty set."""
+    them. Only a model with an integer graph input or a Cast to an integer can compute one (Shape
+    arithmetic folds to constants), so any other model skips the inference (a copy of every weight). A
+    model type inference cannot read (over 2 GiB) gives the empty set."""
     integer = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
                TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+    weights = {t.name for t in model.graph.initializer}
+    inputs = any(vi.type.tensor_type.elem_type in integer for vi in model.graph.input if vi.name not in weights)
+    casts = any(n.op_type == "Cast" and any(a.name == "to" and a.i in integer for a in n.attribute)
+                for n in model.graph.node)
+    if not (inputs or casts):
+        return set()
     try:
         g = onnx.shape_inference.infer_shapes(model).graph
     except (ValueError, onnx.shape_inference.InferenceError):
