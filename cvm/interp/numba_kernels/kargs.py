@@ -4,6 +4,7 @@ them at compile time); planners build the arrays with `pack`, by name.
 
 GEO    portable MAC and pooling kernels (conv.py, pool.py): the window, then the GEMM's sizes
 VGEO   the VNNI kernel (vnni.py): the window over the padded input, the padded sizes, the tap runs
+DGEO   the VNNI depthwise kernel (dw_vnni.py): the window over the padded input, the padded sizes
 OST    the fused output step (plan.OutputStep, conv.out_rows); its lookup tables follow the fields
 """
 from __future__ import annotations
@@ -18,6 +19,10 @@ VGEO = ("kh", "kw", "sh", "sw", "dh", "dw", "groups", "cg", "og", "oh", "ow", "h
         "useg", "vseg", "seg4", "ustride", "vstride")  # hp, wp: padded input; runs of taps (vnni.runs)
 (V_KH, V_KW, V_SH, V_SW, V_DH, V_DW, V_GROUPS, V_CG, V_OG, V_OH, V_OW, V_HP, V_WP, V_C,
  V_USEG, V_VSEG, V_SEG4, V_USTRIDE, V_VSTRIDE) = range(len(VGEO))
+
+DGEO = ("kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "hp", "wp", "c", "nq")  # hp, wp: the padded
+# input; nq: quads of taps per kernel row, ceil(kw / 4)
+D_KH, D_KW, D_SH, D_SW, D_DH, D_DW, D_OH, D_OW, D_HP, D_WP, D_C, D_NQ = range(len(DGEO))
 
 OST = ("rnd", "shift", "lo", "hi", "has_residual", "rnd2", "shift2", "lo2", "hi2",
        "lut1", "lut1_off", "lut2", "lut2_off")  # lutK: index in the array where stage K's table starts (0: none)

@@ -6,7 +6,9 @@ Path per node, from the proven input interval and the actual weights and bias:
           padded input copy and packed weights are paid for (vnni_buffers_paid);
   "i32":  every partial sum (bias first, or not at all) fits int32: int16 or int32 operands;
   "i64":  direct convolution with int64 accumulation (any order is then exact);
-  "depthwise": groups = channels with one output each, int32 proven as for "i32".
+  "depthwise": groups = channels with one output each, int32 proven as for "i32";
+  "dwvnni": the same on AVX-512 VNNI (dw_vnni.py), int8 weights, when the int32 bound holds for
+          x + z in 0..255 (as "vnni") and its buffers are paid (dw_vnni_paid).
 """
 from __future__ import annotations
 
@@ -165,6 +167,48 @@ def _prepare_depthwise(p: Planner, m: Gemm) -> KernelCall:
     return KernelCall(conv.conv_depthwise, args, m.portable_geo(), conv.BLOCK_ROWS)
 
 
+def dw_vnni_paid(geom: dict, c: int) -> bool:
+    """The "dwvnni" path's buffers are paid for as the VNNI path's are (vnni_buffers_paid): the padded
+    uint8 input (the same copy, at most VNNI_PAD_FACTOR bytes per paid element); one output row's tap
+    quads (4 * ceil(kh/4) bytes per padded column and channel rounded up to 16, per thread) and the
+    weights (4 * ceil(kh/4) * kw per channel rounded up to 16), each at most VNNI_PACK_FACTOR."""
+    kh, kw, nq, cp = geom["kh"], geom["kw"], (geom["kh"] + 3) // 4, (c + 15) // 16 * 16
+    wp = geom["w"] + geom["pl"] + geom["pr"]
+    padded = (geom["h"] + geom["pt"] + geom["pb"]) * wp * c
+    paid = geom["h"] * geom["w"] * c + geom["oh"] * geom["ow"] * c * (1 + kh * kw)
+    quads = 4 * (nq * wp + 4 * geom["sw"]) * cp
+    return padded <= VNNI_PAD_FACTOR * paid and max(quads, 4 * nq * kw * cp) <= VNNI_PACK_FACTOR * paid
+
+
+def _prepare_dw_vnni(p: Planner, m: Gemm) -> KernelCall:
+    from . import dw_vnni, vnni
+    from .kargs import DGEO
+    g, _, kh, kw, _ = m.shape
+    gm = m.gm
+    hp, wp, nq = gm["h"] + gm["pt"] + gm["pb"], gm["w"] + gm["pl"] + gm["pr"], (kh + 3) // 4
+    cp = (g + 15) // 16 * 16
+    z = vnni_offset(m.x)
+    taps = np.zeros((4 * nq, kw, cp), np.int8)  # (u, v, channel)
+    taps[:kh, :, :g] = m.w.reshape(g, kh, kw).transpose(1, 2, 0)
+    wq = np.ascontiguousarray(taps.reshape(nq, 4, kw, cp).transpose(0, 2, 3, 1)).view(np.int32).reshape(nq * kw, cp)
+    bias = np.zeros(cp, np.int32)
+    bias[:g] = m.bias - z * m.rows.sum(axis=1)
+    mult, mult2, params = m.tail
+    geo = pack(DGEO, kh=kh, kw=kw, sh=gm["sh"], sw=gm["sw"], dh=gm["dh"], dw=gm["dw"], oh=gm["oh"], ow=gm["ow"],
+               hp=hp, wp=wp, c=g, nq=nq)
+    min_pad_rows = -(-PAR_MIN_BYTES // (wp * g))
+
+    def first(x4):
+        n = x4.shape[0]
+        buf = np.empty(n * hp * wp * g + dw_vnni.SLACK, np.uint8)
+        xp = buf[:n * hp * wp * g].reshape(n, hp, wp * g)
+        pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * g, z), n * hp,
+                          min_pad_rows)
+        return buf, [pad]
+    args = (wq, bias, mult.reshape(1, g), mult2.reshape(1, g), params)
+    return KernelCall(dw_vnni.conv_dw_vnni, args, geo, gm["ow"], hp * wp * g + dw_vnni.SLACK, first)
+
+
 def _prepare_i32(p: Planner, m: Gemm) -> KernelCall:
     g, og, kh, kw, cg = m.shape
     wide = m.x.dtype.itemsize > 2 or m.rows.min() < -32768 or m.rows.max() > 32767
@@ -179,7 +223,7 @@ def _prepare_i64(p: Planner, m: Gemm) -> KernelCall:
                       conv.BLOCK_ROWS)
 
 
-PREPARE = {"vnni": _prepare_vnni, "depthwise": _prepare_depthwise, "i32": _prepare_i32, "i64": _prepare_i64}
+PREPARE = {"vnni": _prepare_vnni, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32, "i64": _prepare_i64}
 
 
 def _path(p: Planner, m: Gemm) -> str:
@@ -188,6 +232,10 @@ def _path(p: Planner, m: Gemm) -> str:
     path = choose_path(m.rows, m.bias, x, p.isa, p.isa == "vnni" and vnni_buffers_paid(m.gm, g, og, cg))
     if g > 1 and cg == 1 and og == 1 and partial_sums_fit_int32(m.rows, min(x.lo, 0), max(x.hi, 0), m.bias):
         path = "depthwise"
+        z = vnni_offset(x)
+        if (p.isa == "vnni" and z is not None and m.rows.min() >= -128 and m.rows.max() <= 127
+                and dw_vnni_paid(m.gm, g) and partial_sums_fit_int32(m.rows, 0, 255, m.bias - z * m.rows.sum(axis=1))):
+            path = "dwvnni"
     return path
 
 

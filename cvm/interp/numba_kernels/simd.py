@@ -72,3 +72,42 @@ def dpbusd(typingctx, acc, a, b):
                                             "llvm.x86.avx512.vpdpbusd.512")
         return builder.call(fn, args)
     return i32x16(acc, a, b), codegen
+
+
+_BYTES = ir.VectorType(ir.IntType(8), 16)
+
+
+@intrinsic
+def vload_u8(typingctx, arr, index):
+    """The 16 bytes starting at arr.flat[index] (a uint8 array), zero-extended to 16 x int32 (vpmovzxbd)."""
+    def codegen(context, builder, sig, args):
+        ptr = builder.bitcast(_address(context, builder, sig.args[0], *args), _BYTES.as_pointer())
+        return builder.zext(builder.load(ptr, align=1), _VEC)
+    return i32x16(arr, index), codegen
+
+
+@intrinsic
+def vmadd(typingctx, acc, a, b):
+    """acc + a * b per int32 lane (vpmulld, vpaddd); the planner proved every partial sum fits int32."""
+    def codegen(context, builder, sig, args):
+        return builder.add(args[0], builder.mul(args[1], args[2]))
+    return i32x16(acc, a, b), codegen
+
+
+@intrinsic
+def vquad(typingctx, arr, i0, i1, i2, i3):
+    """16 x int32 whose lane l holds the bytes arr.flat[i0 + l], [i1 + l], [i2 + l], [i3 + l] (a uint8
+    array), lowest first: four 16-byte runs interleaved into the 4-byte lanes vpdpbusd reads."""
+    def codegen(context, builder, sig, args):
+        arrty, arr_, idx = sig.args[0], args[0], args[1:]
+        lane = ir.Constant(_I32, 0)
+        for t, i in enumerate(idx):
+            ptr = builder.bitcast(_address(context, builder, arrty, arr_, i), _BYTES.as_pointer())
+            v = builder.zext(builder.load(ptr, align=1), _VEC)
+            if t:
+                v = builder.shl(v, ir.Constant(_VEC, [8 * t] * 16))
+                lane = builder.or_(lane, v)
+            else:
+                lane = v
+        return lane
+    return i32x16(arr, i0, i1, i2, i3), codegen

@@ -1,0 +1,76 @@
+"""Depthwise conv on AVX-512 VNNI: four taps of a kernel row per vpdpbusd, 16 channels per vector,
+4 output pixels per tile, the accumulators in registers across every tap.
+
+vpdpbusd adds the 4 products of 4 uint8 by 4 int8 in each int32 lane: a lane is a channel, its 4
+bytes four taps (4k..4k+3, v) of one kernel column. The input is first stored once as uint8 with its
+padding (the VNNI path's vnni.to_padded_u8: x + z inside, z in the padding), then, for each output
+row, the kh input rows it reads are interleaved into tap quads (kh/4 rows of the padded width, in
+L1/L2; each quad is read by kw output pixels at stride 1):
+
+    q[k, z, ch] = bytes t = 0..3: xp[n, i*sh + (4k + t)*dh, z, ch]
+
+Kernel rows past kh read the last one again and get weight 0. The planner folds -z * sum of the
+channel's weights into its bias and proved (as for the VNNI GEMM) that bias' plus any partial sum
+of (x + z) * w, x + z in 0..255, fits int32: each lane's sum is exact in any order. Channels are
+padded to a multiple of 16 with zero weights (a quad past the last channel reads bytes of the next
+pixel, or the slack: times 0).
+The plain twin is conv.conv_depthwise / conv.conv_depthwise_rows (every ISA).
+
+wq: (nq*kw, cp) int32, four int8 weights per lane (byte t: tap (4k + t, v)), row k*kw + v;
+bias: (cp,) int32; mult, mult2: (1, C) int64; ost, res: the output step (conv.out_rows);
+out: (N*OH*OW, C); geo: kargs.DGEO; b0..b1: output image rows (n * OH + i), OW pixels each.
+numba's cache keys a kernel by its own file only: touch this file after changing conv.out_rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .conv import out_rows
+from .kargs import D_C, D_DH, D_DW, D_HP, D_KH, D_KW, D_NQ, D_OH, D_OW, D_SH, D_SW, D_WP
+from .simd import dpbusd, vload, vquad, vstore
+
+SLACK = 64  # bytes after the padded input: a quad past the last channel reads past the last pixel
+
+
+@njit(cache=True, nogil=True)
+def conv_dw_vnni(xp, wq, bias, mult, mult2, ost, res, out, geo, b0, b1):
+    kh, kw, sh, sw, dh, dw = geo[D_KH], geo[D_KW], geo[D_SH], geo[D_SW], geo[D_DH], geo[D_DW]
+    oh, ow, hp, wpd, c, nq = geo[D_OH], geo[D_OW], geo[D_HP], geo[D_WP], geo[D_C], geo[D_NQ]
+    cp = wq.shape[1]
+    s = np.empty((max(ow, 4), cp), np.int32)  # a tile of 4 pixels where OW < 4 (the extra rows unused)
+    q = np.empty(nq * wpd * cp + 4 * sw * cp, np.int32)  # and its reads past the row (times weight 0)
+    wf, sf = wq.reshape(wq.size), s.reshape(s.size)
+    jstep, vstep = sw * cp, dw * cp
+    for row in range(b0, b1):
+        n, i = row // oh, row % oh
+        for k in range(nq):  # this output row's tap quads: kernel rows 4k..4k+3 (past kh: the last again)
+            a0 = ((n * hp + i * sh + min(4 * k, kh - 1) * dh) * wpd) * c
+            a1 = ((n * hp + i * sh + min(4 * k + 1, kh - 1) * dh) * wpd) * c
+            a2 = ((n * hp + i * sh + min(4 * k + 2, kh - 1) * dh) * wpd) * c
+            a3 = ((n * hp + i * sh + min(4 * k + 3, kh - 1) * dh) * wpd) * c
+            for z in range(wpd):
+                for cb in range(0, cp, 16):
+                    e = z * c + cb
+                    vstore(q, (k * wpd + z) * cp + cb, vquad(xp, a0 + e, a1 + e, a2 + e, a3 + e))
+        for cb in range(0, cp, 16):
+            bv = vload(bias, cb)
+            j = 0
+            while j < ow:
+                if j + 4 > ow:  # the last tile repeats pixels of the one before
+                    j = max(0, ow - 4)
+                t0, t1, t2, t3 = bv, bv, bv, bv
+                for k in range(nq):
+                    for v in range(kw):
+                        p = (k * wpd + j * sw) * cp + v * vstep + cb
+                        wv = vload(wf, (k * kw + v) * cp + cb)
+                        t0 = dpbusd(t0, vload(q, p), wv)
+                        t1 = dpbusd(t1, vload(q, p + jstep), wv)
+                        t2 = dpbusd(t2, vload(q, p + 2 * jstep), wv)
+                        t3 = dpbusd(t3, vload(q, p + 3 * jstep), wv)
+                vstore(sf, j * cp + cb, t0)
+                vstore(sf, (j + 1) * cp + cb, t1)
+                vstore(sf, (j + 2) * cp + cb, t2)
+                vstore(sf, (j + 3) * cp + cb, t3)
+                j += 4
+        out_rows(s, ow, out, row * ow, np.int64(0), mult[0], mult2[0], ost, res)
