@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.28;
 
-import {InferenceOracle} from "./InferenceOracle.sol";
+import {InferenceOracle, OracleCore} from "./InferenceOracle.sol";
 import {IInferenceConsumer} from "./IInferenceConsumer.sol";
 
 /// @title InferenceConsumer
@@ -67,17 +67,17 @@ abstract contract InferenceConsumer is IInferenceConsumer {
     /// it to `_onRefund`. Anyone may call it.
     function reclaimExpired(uint256 requestId) public {
         if (pending[requestId] == bytes32(0)) revert UnknownRequest(requestId);
-        if (oracle.statusOf(requestId) == InferenceOracle.Status.Pending) {
+        if (oracle.statusOf(requestId) == OracleCore.Status.Pending) {
             try oracle.settle(requestId) {} catch {} // not due yet: NotExpired below
         }
-        if (oracle.statusOf(requestId) != InferenceOracle.Status.Expired) revert NotExpired(requestId);
+        if (oracle.statusOf(requestId) != OracleCore.Status.Expired) revert NotExpired(requestId);
         delete pending[requestId];
         uint256 owed = oracle.claimable(address(this));
         if (owed > 0) {
             refundPool += owed;
             oracle.claim();
         }
-        uint256 fee = oracle.getRequest(requestId).fee;
+        uint256 fee = oracle.refundOf(requestId); // BatchedOracle keeps no request record but this
         refundPool -= fee;
         _onRefund(requestId, fee);
     }

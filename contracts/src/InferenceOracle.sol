@@ -33,7 +33,12 @@ import {DisputeGame} from "./DisputeGame.sol";
 ///    unfinalised request (refund), slashes committers that never revealed, releases the bonds.
 ///
 /// Payouts (fees, refunds, slashed stake) are credited and pulled with `claim`.
-contract InferenceOracle {
+/// @title OracleCore
+/// @notice What both request paths share: configuration, staking, bonds' accounting, fees and
+/// payouts, the stake-weighted draw and the consumer's callback. `InferenceOracle` keeps each request
+/// in storage and takes one transaction per commit and reveal; `BatchedOracle` keeps one hash per
+/// request and takes the committee's signed commits and its reveals in one transaction each.
+abstract contract OracleCore {
     struct Config {
         uint8 quorum; // k: equal reveals that finalise a request with a zero challenge window
         uint8 committeeSize; // n: seats per request (commits accepted; the draw's expected size)
@@ -64,60 +69,6 @@ contract InferenceOracle {
     }
 
     /// A request as `getRequest` shows it (the stored layout, `Stored`, is packed for gas).
-    struct Request {
-        bytes32 modelHash;
-        address requester;
-        uint64 commitDeadline;
-        uint8 commits;
-        uint8 reveals;
-        Status status;
-        bool settled;
-        address callback;
-        uint64 revealDeadline;
-        uint32 outputBytes; // the registered output size: a reveal of another length is refused
-        uint128 fee;
-        uint128 totalStake; // drawable stake when the request was made
-        bytes32 inputHash; // keccak256(input): the first leaf of every trace
-        uint64 requestBlock; // its blockhash seeds the draw
-        uint64 challengeWindow; // seconds after the reveal deadline for disputes (0: fast path)
-        uint8 openDisputes;
-        bytes32 result; // the agreed vote, keccak256(abi.encode(outputHash, keccak256(output), traceRoot))
-        bytes32 outputHash; // the agreed output hash
-    }
-
-    /// The stored request: five slots written by `request` (a sixth only with a challenge window),
-    /// one at finalisation (the agreed vote is not stored: `agreedMask` points at its revealers). The reveal deadline
-    /// is commitDeadline + revealWindow. Bit i of `bondedMask` / `revealedMask` / `slashedMask` is the
-    /// i-th committer's bond locked / vote revealed / bond taken (no per-operator slot).
-    struct Stored {
-        bytes32 modelHash;
-        bytes32 inputHash;
-        address requester;
-        uint40 commitDeadline;
-        uint8 commits;
-        Status status;
-        bool settled;
-        uint16 bondedMask;
-        uint16 revealedMask;
-        address callback;
-        uint48 requestBlock;
-        uint32 outputBytes;
-        uint16 agreedMask; // set at finalisation: the seats whose vote is the result (paid)
-        uint128 fee;
-        uint128 totalStake;
-        uint64 challengeWindow;
-        uint8 openDisputes;
-        uint16 slashedMask;
-        bytes32 outputHash;
-    }
-
-    /// A submission as `getSubmission` shows it.
-    struct Submission {
-        bytes32 commitment;
-        bytes32 vote; // zero until revealed
-        bool slashed;
-        bool bonded; // its slashAmount is locked in the operator's stake
-    }
 
     /// Two slots, both nonzero once staked: the bonds share the stake's, the fees earned the deposit
     /// block's. Locking a bond at commit and crediting a fee at finalisation then rewrite a slot
@@ -158,15 +109,10 @@ contract InferenceOracle {
 
     uint256 public requestCount;
     uint256 public totalStake; // stake of active operators (stake >= minStake, not leaving)
-    mapping(uint256 => Stored) private _requests;
-    /// A committer's commitment, overwritten by its vote when it reveals (revealedMask tells which):
-    /// one slot per committer, rewritten rather than a second one filled.
-    mapping(uint256 => mapping(address => bytes32)) private _words;
-    mapping(uint256 => mapping(uint256 => address)) private _committers; // r.commits of them
     mapping(uint256 => mapping(bytes32 => bool)) public refuted; // votes a dispute proved wrong
     mapping(uint256 => mapping(bytes32 => bool)) public disputed; // keccak(vote, vote) pairs already disputed
-    mapping(address => Operator) private _operators;
-    mapping(address => uint256) private _claimable; // accounts other than operators (see `_credit`)
+    mapping(address => Operator) internal _operators;
+    mapping(address => uint256) internal _claimable; // accounts other than operators (see `_credit`)
 
     bool private transient _locked;
 
@@ -328,8 +274,6 @@ contract InferenceOracle {
         return _claimable[account] + _operators[account].earned;
     }
 
-    // ---------------------------------------------------------------- requests
-
     /// The least fee a request for this model pays: minFee + feePerGas * (registered CVM gas)
     /// + operatorGasPrice * (n * (OPERATOR_ROUND_GAS + 16 * outputBytes) + callbackGasLimit):
     /// the operators' compute and the chain gas of their commits, reveals and the callback.
@@ -338,10 +282,179 @@ contract InferenceOracle {
         return _fee(gas, outputBytes);
     }
 
-    function _fee(uint256 gas, uint256 outputBytes) private view returns (uint256) {
+    function _fee(uint256 gas, uint256 outputBytes) internal view returns (uint256) {
         uint256 chainGas = uint256(committeeSize) * (OPERATOR_ROUND_GAS + 16 * outputBytes) + callbackGasLimit;
         return uint256(minFee) + uint256(feePerGas) * gas + uint256(operatorGasPrice) * chainGas;
     }
+
+
+    /// Pays out what `claimable` says (each concrete oracle's `claim`).
+    function _claim() internal {
+        uint256 amount = _claimable[msg.sender];
+        Operator storage op = _operators[msg.sender];
+        amount += op.earned;
+        if (amount == 0) revert NothingToClaim(msg.sender);
+        _claimable[msg.sender] = 0;
+        op.earned = 0;
+        emit Claimed(msg.sender, amount);
+        _send(msg.sender, amount);
+    }
+
+    function commitmentFor(uint256 requestId, bytes32 outputHash, bytes32 traceRoot, bytes32 salt, address operator)
+        public
+        pure
+        returns (bytes32)
+    {
+        return keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator));
+    }
+
+    /// Gas that a reveal (or `finalize`) with `outputLength` output bytes needs when it finalises:
+    /// its own work, PER_COMMITTER_GAS for each seat, the output's calldata, log and memory, and the
+    /// callback's gas with the 1/64 the EVM withholds. The node sends reveals with this much.
+    function revealGas(uint256 outputLength) public view returns (uint256) {
+        uint256 words = (outputLength + 31) / 32 + 8;
+        uint256 memoryGas = 3 * words + (words * words) / 512;
+        return REVEAL_BASE_GAS + PER_COMMITTER_GAS * committeeSize + 40 * outputLength + 3 * memoryGas
+            + (uint256(callbackGasLimit) * 64) / 63 + CALLBACK_GAS_RESERVE;
+    }
+
+    /// The draw's rule: an active operator staked before `requestBlock` holds a seat when
+    /// keccak256(abi.encode(seed, operator)) mod totalStake < stake * n (InferenceOracle.isDrawn).
+    function _drawn(bytes32 seed, uint256 requestBlock, uint256 stakeThen, address operator)
+        internal
+        view
+        returns (bool)
+    {
+        Operator storage op = _operators[operator];
+        uint256 w = _weight(op);
+        if (w == 0 || op.stakedAt >= requestBlock || stakeThen == 0) return false;
+        return uint256(keccak256(abi.encode(seed, operator))) % stakeThen < w * committeeSize;
+    }
+
+    /// The seed of a request made in `requestBlock`: the hash of that block, known once it is sealed.
+    function _seed(uint256 requestId, uint256 requestBlock) internal view returns (bytes32) {
+        if (block.number <= requestBlock) revert SeedNotReady(requestId);
+        bytes32 h = blockhash(requestBlock);
+        if (h == bytes32(0)) revert SeedUnavailable(requestId); // older than 256 blocks
+        return keccak256(abi.encode(h, requestId));
+    }
+
+    function _popcount(uint16 mask) internal pure returns (uint256 n) {
+        for (; mask != 0; mask &= mask - 1) n++;
+    }
+
+
+    /// Calls the consumer with exactly `callbackGasLimit` gas and without copying its return data.
+    /// The check comes after the call data is encoded, so its memory is paid already.
+    function _callback(uint256 requestId, address target, bytes32 modelHash, bytes calldata output) internal {
+        bytes memory data = abi.encodeCall(IInferenceConsumer.onInferenceResult, (requestId, modelHash, output));
+        uint256 gasLimit = callbackGasLimit;
+        uint256 needed = (gasLimit * 64) / 63 + CALLBACK_GAS_RESERVE;
+        if (gasleft() < needed) revert InsufficientGasForCallback(gasleft(), needed);
+        bool success;
+        assembly ("memory-safe") {
+            success := call(gasLimit, target, 0, add(data, 32), mload(data), 0, 0)
+        }
+        emit CallbackResult(requestId, success);
+    }
+
+
+    /// Credits a payout: to the operator's own slot when `account` has one (written anyway when its
+    /// bond is released), else to `_claimable`.
+    function _credit(address account, uint256 amount) internal {
+        Operator storage op = _operators[account];
+        if (op.stake != 0) op.earned += uint128(amount);
+        else _claimable[account] += amount;
+    }
+
+    /// Takes the bond (or what is left of the stake): half to `winner` when there is one, the rest
+
+    /// Drawable weight: the stake of an active operator (at least minStake, not leaving), else 0.
+    function _weight(Operator storage op) internal view returns (uint256) {
+        return op.stake >= minStake && op.unlockTime == 0 ? op.stake : 0;
+    }
+
+    function _setStake(Operator storage op, uint128 amount) internal {
+        totalStake -= _weight(op);
+        op.stake = amount;
+        totalStake += _weight(op);
+    }
+
+    function _send(address to, uint256 amount) internal {
+        (bool ok,) = payable(to).call{value: amount}("");
+        if (!ok) revert TransferFailed(to, amount);
+    }
+}
+
+contract InferenceOracle is OracleCore {
+    struct Request {
+        bytes32 modelHash;
+        address requester;
+        uint64 commitDeadline;
+        uint8 commits;
+        uint8 reveals;
+        Status status;
+        bool settled;
+        address callback;
+        uint64 revealDeadline;
+        uint32 outputBytes; // the registered output size: a reveal of another length is refused
+        uint128 fee;
+        uint128 totalStake; // drawable stake when the request was made
+        bytes32 inputHash; // keccak256(input): the first leaf of every trace
+        uint64 requestBlock; // its blockhash seeds the draw
+        uint64 challengeWindow; // seconds after the reveal deadline for disputes (0: fast path)
+        uint8 openDisputes;
+        bytes32 result; // the agreed vote, keccak256(abi.encode(outputHash, keccak256(output), traceRoot))
+        bytes32 outputHash; // the agreed output hash
+    }
+
+    /// The stored request: five slots written by `request` (a sixth only with a challenge window),
+    /// one at finalisation (the agreed vote is not stored: `agreedMask` points at its revealers). The reveal deadline
+    /// is commitDeadline + revealWindow. Bit i of `bondedMask` / `revealedMask` / `slashedMask` is the
+    /// i-th committer's bond locked / vote revealed / bond taken (no per-operator slot).
+    struct Stored {
+        bytes32 modelHash;
+        bytes32 inputHash;
+        address requester;
+        uint40 commitDeadline;
+        uint8 commits;
+        Status status;
+        bool settled;
+        uint16 bondedMask;
+        uint16 revealedMask;
+        address callback;
+        uint48 requestBlock;
+        uint32 outputBytes;
+        uint16 agreedMask; // set at finalisation: the seats whose vote is the result (paid)
+        uint128 fee;
+        uint128 totalStake;
+        uint64 challengeWindow;
+        uint8 openDisputes;
+        uint16 slashedMask;
+        bytes32 outputHash;
+    }
+
+    /// A submission as `getSubmission` shows it.
+    struct Submission {
+        bytes32 commitment;
+        bytes32 vote; // zero until revealed
+        bool slashed;
+        bool bonded; // its slashAmount is locked in the operator's stake
+    }
+
+    mapping(uint256 => Stored) private _requests;
+    /// A committer's commitment, overwritten by its vote when it reveals (revealedMask tells which):
+    /// one slot per committer, rewritten rather than a second one filled.
+    mapping(uint256 => mapping(address => bytes32)) private _words;
+    mapping(uint256 => mapping(uint256 => address)) private _committers; // r.commits of them
+
+    constructor(ModelRegistry registry_, Config memory c) OracleCore(registry_, c) {}
+
+    function claim() external nonReentrant {
+        _claim();
+    }
+
+    // ---------------------------------------------------------------- requests
 
     /// A request on the fast path (challenge window 0: k equal reveals are final at once).
     function request(bytes32 modelHash, bytes calldata input, address callback)
@@ -508,16 +621,6 @@ contract InferenceOracle {
         _closeBonds(requestId, r);
     }
 
-    function claim() external nonReentrant {
-        uint256 amount = _claimable[msg.sender];
-        Operator storage op = _operators[msg.sender];
-        amount += op.earned;
-        if (amount == 0) revert NothingToClaim(msg.sender);
-        _claimable[msg.sender] = 0;
-        op.earned = 0;
-        emit Claimed(msg.sender, amount);
-        _send(msg.sender, amount);
-    }
 
     // ---------------------------------------------------------------- disputes
 
@@ -557,31 +660,21 @@ contract InferenceOracle {
 
     // ---------------------------------------------------------------- views
 
-    function commitmentFor(uint256 requestId, bytes32 outputHash, bytes32 traceRoot, bytes32 salt, address operator)
-        public
-        pure
-        returns (bytes32)
-    {
-        return keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator));
-    }
 
     function revealOpen(uint256 requestId) public view returns (bool) {
         Stored storage r = _requests[requestId];
         return r.status != Status.None && (r.commits >= committeeSize || block.timestamp > r.commitDeadline);
     }
 
-    /// Gas that a reveal (or `finalize`) with `outputLength` output bytes needs when it finalises:
-    /// its own work, PER_COMMITTER_GAS for each seat, the output's calldata, log and memory, and the
-    /// callback's gas with the 1/64 the EVM withholds. The node sends reveals with this much.
-    function revealGas(uint256 outputLength) public view returns (uint256) {
-        uint256 words = (outputLength + 31) / 32 + 8;
-        uint256 memoryGas = 3 * words + (words * words) / 512;
-        return REVEAL_BASE_GAS + PER_COMMITTER_GAS * committeeSize + 40 * outputLength + 3 * memoryGas
-            + (uint256(callbackGasLimit) * 64) / 63 + CALLBACK_GAS_RESERVE;
-    }
 
     function statusOf(uint256 requestId) external view returns (Status) {
         return _requests[requestId].status;
+    }
+
+    /// The fee refunded to the requester of an expired request (zero otherwise; BatchedOracle has it too).
+    function refundOf(uint256 requestId) external view returns (uint256) {
+        Stored storage r = _requests[requestId];
+        return r.status == Status.Expired ? r.fee : 0;
     }
 
     function getRequest(uint256 requestId) external view returns (Request memory v) {
@@ -658,10 +751,6 @@ contract InferenceOracle {
     function _voteAt(uint256 requestId, Stored storage r, uint256 i) private view returns (bytes32) {
         if (r.revealedMask & (1 << i) == 0) return bytes32(0);
         return _words[requestId][_committers[requestId][i]];
-    }
-
-    function _popcount(uint16 mask) private pure returns (uint256 n) {
-        for (; mask != 0; mask &= mask - 1) n++;
     }
 
     /// A committer's seat: its bit in the request's masks.
@@ -744,20 +833,6 @@ contract InferenceOracle {
         r.agreedMask = agreed;
     }
 
-    /// Calls the consumer with exactly `callbackGasLimit` gas and without copying its return data.
-    /// The check comes after the call data is encoded, so its memory is paid already.
-    function _callback(uint256 requestId, address target, bytes32 modelHash, bytes calldata output) private {
-        bytes memory data = abi.encodeCall(IInferenceConsumer.onInferenceResult, (requestId, modelHash, output));
-        uint256 gasLimit = callbackGasLimit;
-        uint256 needed = (gasLimit * 64) / 63 + CALLBACK_GAS_RESERVE;
-        if (gasleft() < needed) revert InsufficientGasForCallback(gasleft(), needed);
-        bool success;
-        assembly ("memory-safe") {
-            success := call(gasLimit, target, 0, add(data, 32), mload(data), 0, 0)
-        }
-        emit CallbackResult(requestId, success);
-    }
-
     /// At settle or finalize: committers that never revealed are slashed, the others' bonds released.
     function _closeBonds(uint256 requestId, Stored storage r) private {
         uint256 n = r.commits;
@@ -790,15 +865,6 @@ contract InferenceOracle {
         _operators[operator].locked -= slashAmount;
     }
 
-    /// Credits a payout: to the operator's own slot when `account` has one (written anyway when its
-    /// bond is released), else to `_claimable`.
-    function _credit(address account, uint256 amount) private {
-        Operator storage op = _operators[account];
-        if (op.stake != 0) op.earned += uint128(amount);
-        else _claimable[account] += amount;
-    }
-
-    /// Takes the bond (or what is left of the stake): half to `winner` when there is one, the rest
     /// to the treasury.
     function _slash(uint256 requestId, Stored storage r, uint256 index, address operator, SlashReason reason,
         address winner) private {
@@ -816,19 +882,4 @@ contract InferenceOracle {
         emit Slashed(requestId, operator, amount, reason);
     }
 
-    /// Drawable weight: the stake of an active operator (at least minStake, not leaving), else 0.
-    function _weight(Operator storage op) private view returns (uint256) {
-        return op.stake >= minStake && op.unlockTime == 0 ? op.stake : 0;
-    }
-
-    function _setStake(Operator storage op, uint128 amount) private {
-        totalStake -= _weight(op);
-        op.stake = amount;
-        totalStake += _weight(op);
-    }
-
-    function _send(address to, uint256 amount) private {
-        (bool ok,) = payable(to).call{value: amount}("");
-        if (!ok) revert TransferFailed(to, amount);
-    }
 }

@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.28;
+
+import {ModelRegistry} from "./ModelRegistry.sol";
+import {DisputeGame} from "./DisputeGame.sol";
+import {OracleCore} from "./InferenceOracle.sol";
+
+/// @title BatchedOracle
+/// @notice The oracle of InferenceOracle (same staking, draw, bonds, fees, commit-reveal rule and
+/// dispute game) with a round that costs a fraction of the gas: storage holds one word per request,
+/// the hash of its whole state (`Round`), which every call passes back as calldata; the committee's
+/// commits are signed off chain and submitted together (`commitSigned`), and its reveals too
+/// (`reveal` takes any number of openings of one output). Each change emits `RoundUpdated` with the
+/// new state, so a client reads the latest one from the logs.
+///
+///   request ──▶ commitSigned (the k..n signed commits, one tx) ──▶ reveal (the openings, one tx:
+///   finalises and calls back) ──▶ [settle: refund / slash whoever did not reveal]
+///
+/// Any member may still commit (`commit`) or reveal alone, and anyone may submit a member's signed
+/// commit or its opening: an aggregator that drops a commit or a reveal only costs that member one
+/// transaction of its own before the deadline. A commitment binds the operator's address and salt
+/// (InferenceOracle's rule), and no opening is accepted before the committee is full or the commit
+/// deadline passed, so no one who sees openings can copy them into a commitment of its own.
+contract BatchedOracle is OracleCore {
+    /// A request's whole state. Storage holds keccak256(abi.encode(round)) with the status in its
+    /// lowest byte (`_key`); a call with any other round reverts `StaleRound`.
+    struct Round {
+        bytes32 modelHash;
+        bytes32 inputHash; // keccak256(input): the first leaf of every trace
+        address requester;
+        address callback;
+        uint128 fee;
+        uint128 totalStake; // drawable stake when the request was made
+        uint64 requestBlock; // its blockhash seeds the draw
+        uint64 commitDeadline; // the reveal deadline is commitDeadline + revealWindow
+        uint64 challengeWindow;
+        uint32 outputBytes;
+        Status status;
+        bool settled;
+        uint16 revealedMask; // bit i: committers[i] revealed (words[i] is then its vote)
+        uint16 bondedMask; // bit i: committers[i]'s bond is locked
+        uint16 agreedMask; // set at finalisation: the seats whose vote is the result (paid)
+        address[] committers;
+        bytes32[] words; // commitment, overwritten by the vote when revealed
+    }
+
+    /// An operator's EIP-712 signature over Commit(requestId, commitment); the signer commits.
+    struct SignedCommit {
+        bytes32 commitment;
+        uint8 v;
+        bytes32 r;
+        bytes32 s;
+    }
+
+    /// What opens one commitment (with the output that `reveal` carries once for all openings).
+    struct Opening {
+        address operator;
+        bytes32 outputHash;
+        bytes32 traceRoot;
+        bytes32 salt;
+    }
+
+    /// A request's disputes, kept apart from its round: the game reports without the round.
+    struct Disputes {
+        uint8 open;
+        uint8 opened;
+    }
+
+    bytes32 private constant COMMIT_TYPEHASH = keccak256("Commit(uint256 requestId,bytes32 commitment)");
+    bytes32 private constant DOMAIN_TYPEHASH =
+        keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
+    bytes32 private constant NAME_HASH = keccak256("CVM BatchedOracle");
+    bytes32 private constant VERSION_HASH = keccak256("1");
+    /// secp256k1n / 2: a larger s is the other of a signature's two forms.
+    bytes32 private constant HALF_N = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0;
+
+    mapping(uint256 => bytes32) private _rounds;
+    mapping(uint256 => Disputes) public disputesOf;
+    /// The revealers of each disputed vote, recorded when the dispute opens: the game's verdict slashes them.
+    mapping(uint256 => mapping(bytes32 => address[])) private _voters;
+    mapping(uint256 => mapping(address => bool)) public slashedIn; // request -> operator -> its bond taken
+    mapping(uint256 => uint256) private _refunds; // the fee of an expired request, credited to its requester
+
+    event RoundUpdated(uint256 indexed requestId, Round round);
+
+    error StaleRound(uint256 requestId);
+    error BadSignature(uint256 index);
+
+    constructor(ModelRegistry registry_, Config memory c) OracleCore(registry_, c) {}
+
+    function claim() external nonReentrant {
+        _claim();
+    }
+
+    // ---------------------------------------------------------------- requests
+
+    /// A request on the fast path (challenge window 0: k equal reveals are final at once).
+    function request(bytes32 modelHash, bytes calldata input, address callback) external payable returns (uint256) {
+        return _request(modelHash, input, callback, 0);
+    }
+
+    /// A request whose result is final `challengeWindow` seconds after the reveal deadline, if no
+    /// dispute refuted it.
+    function requestWithWindow(bytes32 modelHash, bytes calldata input, address callback, uint64 challengeWindow)
+        external
+        payable
+        returns (uint256)
+    {
+        if (challengeWindow > maxChallengeWindow) revert ChallengeWindowTooLong(challengeWindow, maxChallengeWindow);
+        return _request(modelHash, input, callback, challengeWindow);
+    }
+
+    function _request(bytes32 modelHash, bytes calldata input, address callback, uint64 window)
+        private
+        returns (uint256 requestId)
+    {
+        (bool active, uint64 gas, uint32 inputBytes, uint32 outputBytes) = registry.terms(modelHash);
+        if (!active) revert ModelNotAvailable(modelHash);
+        uint256 required = _fee(gas, outputBytes);
+        if (msg.value < required) revert FeeTooLow(msg.value, required);
+        if (input.length != inputBytes) revert InputLengthMismatch(input.length, inputBytes);
+
+        requestId = ++requestCount;
+        Round memory r;
+        r.modelHash = modelHash;
+        r.inputHash = keccak256(input);
+        r.requester = msg.sender;
+        r.callback = callback;
+        r.fee = uint128(msg.value);
+        r.totalStake = uint128(totalStake);
+        r.requestBlock = uint64(block.number);
+        r.commitDeadline = uint64(block.timestamp + commitWindow);
+        r.challengeWindow = window;
+        r.outputBytes = outputBytes;
+        r.status = Status.Pending;
+        _store(requestId, r);
+        _emitRequested(requestId, r, input);
+    }
+
+    function _emitRequested(uint256 requestId, Round memory r, bytes calldata input) private {
+        emit InferenceRequested(requestId, r.modelHash, r.requester, r.callback, r.fee, r.commitDeadline,
+            r.commitDeadline + revealWindow, r.challengeWindow, input);
+    }
+
+    // ---------------------------------------------------------------- commits
+
+    /// Commits the sender alone (the fallback when no aggregator took its signed commit).
+    function commit(uint256 requestId, Round calldata round, bytes32 commitment) external nonReentrant {
+        Round memory r = _load(requestId, round);
+        bytes32 seed = _seed(requestId, r.requestBlock);
+        _grow(r, 1);
+        _commit(requestId, r, seed, msg.sender, commitment);
+        _store(requestId, r);
+    }
+
+    /// Commits every signer of `commits` (each an EIP-712 signature over Commit(requestId,
+    /// commitment), `commitDigest`): anyone may submit them, the signatures say who commits.
+    function commitSigned(uint256 requestId, Round calldata round, SignedCommit[] calldata commits)
+        external
+        nonReentrant
+    {
+        Round memory r = _load(requestId, round);
+        bytes32 seed = _seed(requestId, r.requestBlock);
+        _grow(r, commits.length);
+        for (uint256 i = 0; i < commits.length; i++) {
+            SignedCommit calldata c = commits[i];
+            if (uint256(c.s) > uint256(HALF_N)) revert BadSignature(i);
+            address signer = ecrecover(commitDigest(requestId, c.commitment), c.v, c.r, c.s);
+            if (signer == address(0)) revert BadSignature(i);
+            _commit(requestId, r, seed, signer, c.commitment);
+        }
+        _store(requestId, r);
+    }
+
+    /// What an operator signs to commit: the EIP-712 digest of Commit(requestId, commitment) in
+    /// this oracle's domain (name "CVM BatchedOracle", version "1", this chain, this contract).
+    function commitDigest(uint256 requestId, bytes32 commitment) public view returns (bytes32) {
+        bytes32 domain = keccak256(abi.encode(DOMAIN_TYPEHASH, NAME_HASH, VERSION_HASH, block.chainid, address(this)));
+        return keccak256(abi.encodePacked("\x19\x01", domain, keccak256(abi.encode(COMMIT_TYPEHASH, requestId, commitment))));
+    }
+
+    /// Room for `more` committers: the seat count so far stays in `r.committers.length` minus the
+    /// empty seats, which `_commit` fills in order.
+    function _grow(Round memory r, uint256 more) private pure {
+        uint256 n = r.committers.length;
+        address[] memory cs = new address[](n + more);
+        bytes32[] memory ws = new bytes32[](n + more);
+        for (uint256 i = 0; i < n; i++) {
+            cs[i] = r.committers[i];
+            ws[i] = r.words[i];
+        }
+        // the new seats are trimmed back to the filled ones: arrays shrink in place
+        assembly ("memory-safe") {
+            mstore(cs, n)
+            mstore(ws, n)
+        }
+        r.committers = cs;
+        r.words = ws;
+    }
+
+    function _commit(uint256 requestId, Round memory r, bytes32 seed, address operator, bytes32 commitment) private {
+        if (r.status != Status.Pending) revert RequestNotPending(requestId);
+        if (block.timestamp > r.commitDeadline) revert CommitPhaseOver(requestId);
+        uint256 index = r.committers.length;
+        if (index >= committeeSize) revert CommitteeFull(requestId);
+        if (commitment == bytes32(0)) revert EmptyCommitment();
+        for (uint256 j = 0; j < index; j++) {
+            if (r.committers[j] == operator) revert AlreadyCommitted(requestId, operator);
+        }
+        if (!isOperator(operator)) revert NotOperator(operator);
+        if (!_drawn(seed, r.requestBlock, r.totalStake, operator)) revert NotDrawn(requestId, operator);
+        Operator storage op = _operators[operator];
+        if (op.stake - op.locked < slashAmount) revert InsufficientFreeStake(op.stake - op.locked, slashAmount);
+        op.locked += slashAmount;
+
+        address[] memory cs = r.committers;
+        bytes32[] memory ws = r.words;
+        assembly ("memory-safe") {
+            mstore(cs, add(index, 1)) // _grow left room for it
+            mstore(ws, add(index, 1))
+        }
+        cs[index] = operator;
+        ws[index] = commitment;
+        r.bondedMask |= uint16(1 << index);
+        emit Committed(requestId, operator);
+        if (index + 1 == committeeSize) emit RevealPhaseOpened(requestId);
+    }
+
+    // ---------------------------------------------------------------- reveals
+
+    /// Opens any number of commitments of one output (the aggregator's batch, or one member alone);
+    /// anyone may submit an opening, which the commitment authenticates. The first vote that reaches
+    /// the quorum (window 0) finalises: the round's revealers of that vote share the fee, and the
+    /// consumer is called back. After finalisation, an agreeing opening gets its bond back.
+    function reveal(uint256 requestId, Round calldata round, Opening[] calldata openings, bytes calldata output)
+        external
+        nonReentrant
+    {
+        Round memory r = _load(requestId, round);
+        if (r.status == Status.Expired) revert RequestNotPending(requestId);
+        if (r.committers.length < committeeSize && block.timestamp <= r.commitDeadline) {
+            revert RevealPhaseNotOpen(requestId);
+        }
+        if (block.timestamp > uint256(r.commitDeadline) + revealWindow) revert RevealPhaseOver(requestId);
+        if (output.length != r.outputBytes) revert WrongOutputLength(output.length, r.outputBytes);
+        bytes32 outputKeccak = keccak256(output);
+
+        bytes32 result = r.status == Status.Finalized ? _result(r) : bytes32(0);
+        bytes32 finalVote;
+        bytes32 finalHash;
+        for (uint256 o = 0; o < openings.length; o++) {
+            (uint256 i, bytes32 vote) = _open(requestId, r, openings[o], outputKeccak);
+            if (result != bytes32(0)) {
+                if (vote == result) _release(r, i);
+            } else if (finalVote == bytes32(0) && r.challengeWindow == 0 && _votes(r, vote) == quorum) {
+                (finalVote, finalHash) = (vote, openings[o].outputHash);
+            }
+        }
+        if (finalVote == bytes32(0)) {
+            _store(requestId, r);
+        } else {
+            _finalize(requestId, r, finalVote, finalHash, output);
+        }
+    }
+
+    /// Checks one opening against its seat's commitment and records its vote.
+    function _open(uint256 requestId, Round memory r, Opening calldata p, bytes32 outputKeccak)
+        private
+        returns (uint256 i, bytes32 vote)
+    {
+        i = _seat(requestId, r, p.operator);
+        uint16 bit = uint16(1 << i);
+        if (r.revealedMask & bit != 0) revert AlreadyRevealed(requestId, p.operator);
+        if (commitmentFor(requestId, p.outputHash, p.traceRoot, p.salt, p.operator) != r.words[i]) {
+            revert CommitmentMismatch(requestId, p.operator);
+        }
+        vote = keccak256(abi.encode(p.outputHash, outputKeccak, p.traceRoot));
+        r.words[i] = vote;
+        r.revealedMask |= bit;
+        emit Revealed(requestId, p.operator, p.outputHash, outputKeccak, p.traceRoot);
+    }
+
+    /// After the challenge window (window > 0 only): finalises with the one vote that no dispute
+    /// refuted; anyone may call it with that vote's output.
+    function finalize(uint256 requestId, Round calldata round, bytes32 outputHash, bytes32 traceRoot,
+        bytes calldata output) external nonReentrant {
+        Round memory r = _load(requestId, round);
+        if (r.status != Status.Pending) revert RequestNotPending(requestId);
+        _checkClosable(requestId, r);
+        bytes32 vote = keccak256(abi.encode(outputHash, keccak256(output), traceRoot));
+        if (r.challengeWindow == 0 || _survivor(requestId, r) != vote || vote == bytes32(0)) {
+            revert NoUniqueResult(requestId);
+        }
+        r.settled = true;
+        _closeBonds(requestId, r);
+        _finalize(requestId, r, vote, outputHash, output);
+    }
+
+    /// After the reveal deadline and challenge window, with no dispute open: expires an unfinalised
+    /// request (refunding its fee), slashes every committer that did not reveal, and releases the
+    /// other bonds. Anyone may call it, once per request.
+    function settle(uint256 requestId, Round calldata round) external nonReentrant {
+        Round memory r = _load(requestId, round);
+        if (r.settled) revert AlreadySettled(requestId);
+        _checkClosable(requestId, r);
+        if (r.status == Status.Pending && r.challengeWindow != 0 && _survivor(requestId, r) != bytes32(0)) {
+            revert ResultAwaitsFinalize(requestId);
+        }
+        r.settled = true;
+        if (r.status == Status.Pending) {
+            r.status = Status.Expired;
+            _refunds[requestId] = r.fee;
+            _credit(r.requester, r.fee);
+            emit Expired(requestId);
+        }
+        _closeBonds(requestId, r);
+        _store(requestId, r);
+    }
+
+    // ---------------------------------------------------------------- disputes
+
+    /// A revealer disputes another revealer's different vote, until the reveal deadline plus the
+    /// request's challenge window (InferenceOracle.openDispute, with the round as calldata).
+    function openDispute(uint256 requestId, Round calldata round, address defender, DisputeGame.Claim calldata mine,
+        DisputeGame.Claim calldata theirs) external returns (uint256 disputeId) {
+        Round memory r = _load(requestId, round);
+        if (r.status == Status.Expired) revert RequestNotPending(requestId);
+        if (block.timestamp > uint256(r.commitDeadline) + revealWindow + r.challengeWindow) {
+            revert DisputeWindowOver(requestId);
+        }
+        bytes32 voteC = _claimedVote(requestId, r, msg.sender, mine);
+        bytes32 voteD = _claimedVote(requestId, r, defender, theirs);
+        if (voteC == voteD) revert SameVote();
+        if (refuted[requestId][voteC]) revert VoteAlreadyRefuted(voteC);
+        if (refuted[requestId][voteD]) revert VoteAlreadyRefuted(voteD);
+        bytes32 pair = voteC < voteD ? keccak256(abi.encode(voteC, voteD)) : keccak256(abi.encode(voteD, voteC));
+        if (disputed[requestId][pair]) revert AlreadyDisputed(requestId);
+        disputed[requestId][pair] = true;
+        Disputes storage d = disputesOf[requestId];
+        d.open += 1;
+        d.opened = 1;
+        _recordVoters(requestId, r, voteC);
+        _recordVoters(requestId, r, voteD);
+        disputeId = disputeGame.start(
+            DisputeGame.Start(requestId, r.modelHash, r.inputHash, msg.sender, defender, voteC, voteD, mine, theirs)
+        );
+        emit DisputeOpened(requestId, disputeId, msg.sender, defender);
+    }
+
+    /// The game's verdict (the interface DisputeGame calls on every oracle): each refuted vote's
+    /// revealers are slashed, half of it to the winner.
+    function resolveDispute(uint256 requestId, address challenger, address defender, bytes32 voteC, bytes32 voteD,
+        bool challengerWrong, bool defenderWrong) external {
+        if (msg.sender != address(disputeGame)) revert NotDisputeGame(msg.sender);
+        disputesOf[requestId].open -= 1;
+        if (challengerWrong) _refute(requestId, voteC, defenderWrong ? address(0) : defender);
+        if (defenderWrong) _refute(requestId, voteD, challengerWrong ? address(0) : challenger);
+    }
+
+    // ---------------------------------------------------------------- views
+
+    function statusOf(uint256 requestId) external view returns (Status) {
+        return Status(uint8(uint256(_rounds[requestId])));
+    }
+
+    /// The stored word of a request: keccak256(abi.encode(round)) with the status in the lowest byte.
+    function roundKey(uint256 requestId) external view returns (bytes32) {
+        return _rounds[requestId];
+    }
+
+    function keyOf(Round calldata round) external pure returns (bytes32) {
+        return _key(round);
+    }
+
+    /// The fee refunded to the requester of an expired request (zero otherwise).
+    function refundOf(uint256 requestId) external view returns (uint256) {
+        return _refunds[requestId];
+    }
+
+    /// InferenceOracle.isDrawn for a round: may `operator` commit to it.
+    function isDrawn(uint256 requestId, Round calldata round, address operator) external view returns (bool) {
+        return _drawn(_seed(requestId, round.requestBlock), round.requestBlock, round.totalStake, operator);
+    }
+
+    // ---------------------------------------------------------------- internals
+
+    function _key(Round memory r) private pure returns (bytes32) {
+        return (keccak256(abi.encode(r)) & ~bytes32(uint256(0xff))) | bytes32(uint256(uint8(r.status)));
+    }
+
+    function _load(uint256 requestId, Round calldata round) private view returns (Round memory r) {
+        bytes32 stored = _rounds[requestId];
+        if (stored == bytes32(0)) revert UnknownRequest(requestId);
+        r = round;
+        if (_key(r) != stored) revert StaleRound(requestId);
+    }
+
+    function _store(uint256 requestId, Round memory r) private {
+        _rounds[requestId] = _key(r);
+        emit RoundUpdated(requestId, r);
+    }
+
+    function _seat(uint256 requestId, Round memory r, address operator) private pure returns (uint256 i) {
+        uint256 n = r.committers.length;
+        while (i < n && r.committers[i] != operator) i++;
+        if (i == n) revert NotCommitted(requestId, operator);
+    }
+
+    function _voteAt(Round memory r, uint256 i) private pure returns (bytes32) {
+        return r.revealedMask & (1 << i) == 0 ? bytes32(0) : r.words[i];
+    }
+
+    function _votes(Round memory r, bytes32 vote) private pure returns (uint256 count) {
+        for (uint256 i = 0; i < r.committers.length; i++) {
+            if (vote != bytes32(0) && _voteAt(r, i) == vote) count++;
+        }
+    }
+
+    /// The agreed vote of a finalised request: the vote of its first paid revealer.
+    function _result(Round memory r) private pure returns (bytes32) {
+        uint256 mask = r.agreedMask;
+        if (mask == 0) return bytes32(0);
+        uint256 i = 0;
+        while (mask & (1 << i) == 0) i++;
+        return r.words[i];
+    }
+
+    function _survivor(uint256 requestId, Round memory r) private view returns (bytes32 found) {
+        for (uint256 i = 0; i < r.committers.length; i++) {
+            bytes32 v = _voteAt(r, i);
+            if (v == bytes32(0) || refuted[requestId][v]) continue;
+            if (found != bytes32(0) && found != v) return bytes32(0);
+            found = v;
+        }
+    }
+
+    function _checkClosable(uint256 requestId, Round memory r) private view {
+        uint256 deadline = uint256(r.commitDeadline) + revealWindow;
+        if (block.timestamp <= deadline) revert RevealPhaseNotOver(requestId);
+        if (block.timestamp <= deadline + r.challengeWindow) revert ChallengeWindowOpen(requestId);
+        if (disputesOf[requestId].open != 0) revert DisputesOpen(requestId);
+    }
+
+    function _claimedVote(uint256 requestId, Round memory r, address operator, DisputeGame.Claim calldata c)
+        private
+        pure
+        returns (bytes32 vote)
+    {
+        uint256 n = r.committers.length;
+        uint256 i = 0;
+        while (i < n && r.committers[i] != operator) i++;
+        if (i < n) vote = _voteAt(r, i);
+        if (vote == bytes32(0)) revert NotRevealed(requestId, operator);
+        if (keccak256(abi.encode(c.outputHash, c.outputKeccak, c.traceRoot)) != vote) revert ClaimMismatch(operator);
+    }
+
+    function _recordVoters(uint256 requestId, Round memory r, bytes32 vote) private {
+        address[] storage list = _voters[requestId][vote];
+        if (list.length != 0) return;
+        for (uint256 i = 0; i < r.committers.length; i++) {
+            if (_voteAt(r, i) == vote) list.push(r.committers[i]);
+        }
+    }
+
+    /// Effects first (status, payouts, bonds, the stored round), then the bounded callback. The fee
+    /// pays the caller the callback's gas at operatorGasPrice, the rest is split among the vote's
+    /// revealers (the remainder to the first), whose bonds are released.
+    function _finalize(uint256 requestId, Round memory r, bytes32 vote, bytes32 outputHash, bytes calldata output)
+        private
+    {
+        r.status = Status.Finalized;
+        uint256 fee = r.fee;
+        uint256 callbackPay = uint256(operatorGasPrice) * callbackGasLimit;
+        if (callbackPay > fee) callbackPay = fee;
+        _credit(msg.sender, callbackPay);
+        uint256 payees = _votes(r, vote);
+        uint256 share = (fee - callbackPay) / payees;
+        uint256 remainder = (fee - callbackPay) - share * payees;
+        for (uint256 i = 0; i < r.committers.length; i++) {
+            if (_voteAt(r, i) != vote) continue;
+            r.agreedMask |= uint16(1 << i);
+            _release(r, i);
+            _credit(r.committers[i], share + remainder);
+            remainder = 0;
+        }
+        _store(requestId, r);
+        emit Finalized(requestId, outputHash, output);
+        if (r.callback != address(0)) _callback(requestId, r.callback, r.modelHash, output);
+    }
+
+    /// At settle or finalize: committers that never revealed are slashed, the others' bonds released;
+    /// after a dispute, a revealer of a refuted vote whom the verdict did not reach is slashed too.
+    function _closeBonds(uint256 requestId, Round memory r) private {
+        bool disputedRound = disputesOf[requestId].opened != 0;
+        for (uint256 i = 0; i < r.committers.length; i++) {
+            address op = r.committers[i];
+            _release(r, i);
+            if (r.revealedMask & (1 << i) == 0) {
+                _slash(requestId, op, SlashReason.MissedReveal, address(0));
+            } else if (disputedRound && refuted[requestId][r.words[i]]) {
+                _slash(requestId, op, SlashReason.WrongResult, address(0));
+            }
+        }
+    }
+
+    function _refute(uint256 requestId, bytes32 vote, address winner) private {
+        refuted[requestId][vote] = true;
+        emit VoteRefuted(requestId, vote);
+        address[] storage list = _voters[requestId][vote];
+        for (uint256 i = 0; i < list.length; i++) {
+            _slash(requestId, list[i], SlashReason.WrongResult, winner);
+        }
+    }
+
+    /// Frees seat i's bond. A slash may have cut `locked` down to the stake: it never goes below zero.
+    function _release(Round memory r, uint256 i) private {
+        uint16 bit = uint16(1 << i);
+        if (r.bondedMask & bit == 0) return;
+        r.bondedMask &= ~bit;
+        Operator storage op = _operators[r.committers[i]];
+        op.locked = op.locked > slashAmount ? op.locked - slashAmount : 0;
+    }
+
+    /// Takes the bond (or what is left of the stake) once per request and operator: half to `winner`
+    /// when there is one, the rest to the treasury. Its bond stays locked until the round releases it.
+    function _slash(uint256 requestId, address operator, SlashReason reason, address winner) private {
+        if (slashedIn[requestId][operator]) return;
+        slashedIn[requestId][operator] = true;
+        Operator storage op = _operators[operator];
+        uint128 amount = op.stake < slashAmount ? op.stake : slashAmount;
+        _setStake(op, op.stake - amount);
+        if (op.locked > op.stake) op.locked = op.stake;
+        uint256 reward = winner == address(0) ? 0 : amount / 2;
+        if (reward != 0) _credit(winner, reward);
+        _credit(treasury, amount - reward);
+        emit Slashed(requestId, operator, amount, reason);
+    }
+}
