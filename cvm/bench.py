@@ -56,13 +56,17 @@ def _ort_session(path, threads: int):
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
-def quantize_ort_int8(onnx_path: Path, calib: np.ndarray, out_dir: Path, input_name: str = "x") -> Path:
-    """onnxruntime static quantization: QDQ, per channel, activations uint8, weights int8."""
+def quantize_ort_int8(onnx_path: Path, calib: np.ndarray | dict, out_dir: Path, input_name: str = "x") -> Path:
+    """onnxruntime static quantization: QDQ, per channel, activations uint8, weights int8. calib: the
+    one input's array (named input_name) or {input name: array} for several."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    named = calib if isinstance(calib, dict) else {input_name: calib}
+    samples = len(next(iter(named.values())))
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.batches = iter([{input_name: calib[i:i + 32]} for i in range(0, len(calib), 32)])
+            self.batches = iter([{k: v[i:i + 32] for k, v in named.items()} for i in range(0, samples, 32)])
 
         def get_next(self):
             return next(self.batches, None)

@@ -136,7 +136,7 @@ class Model:
         GAS_PER_IO_BYTE per byte of input read and output written, and CALL_BASE_GAS once. The model's
         gas prices its nodes; the inputs (a 2^24-element input may feed one output) and the fixed cost
         of a call (a one-node model costs ~100 gas for a call of microseconds) are priced here."""
-        io_bytes = sum(int(np.prod(s.shape[1:], dtype=np.int64)) * s.dtype.itemsize for s in self.inputs + self.outputs)
+        io_bytes = sum(_sample_bytes(s) for s in self.inputs + self.outputs)
         return CALL_BASE_GAS + self.gas * batch + GAS_PER_IO_BYTE * io_bytes * batch
 
     def run(self, inputs, backend: str = "numba", gas_limit: int | None = None, **options):
@@ -214,17 +214,38 @@ class Model:
         return np.ascontiguousarray(a, spec.dtype.newbyteorder("<")).tobytes()
 
     def _decode(self, spec: TensorSpec, data: bytes) -> np.ndarray:
-        per_sample = int(np.prod(spec.shape[1:], dtype=np.int64)) * spec.dtype.itemsize
+        per_sample = _sample_bytes(spec)
         if len(data) == 0 or len(data) % per_sample:
             raise InputError(f"{len(data)} bytes is not a whole number of {spec.name!r} samples ({per_sample} bytes each)")
         arr = np.frombuffer(data, spec.dtype.newbyteorder("<")).astype(spec.dtype)
         return arr.reshape((-1, *spec.shape[1:]))
 
-    def encode_input(self, array) -> bytes:
-        return self._encode(self._spec(self.inputs, None), array)
+    def encode_input(self, inputs) -> bytes:
+        """Input bytes (spec section 11): an array for a one-input model, else a dict by input name; each
+        input's array in model input order, concatenated, all with one batch size."""
+        if len(self.inputs) == 1 and not isinstance(inputs, Mapping):
+            return self._encode(self.inputs[0], inputs)
+        if not isinstance(inputs, Mapping) or set(inputs) != {s.name for s in self.inputs}:
+            raise InputError(f"pass a dict of exactly the inputs {[s.name for s in self.inputs]}")
+        batches = {np.shape(inputs[s.name])[0] if np.ndim(inputs[s.name]) else 0 for s in self.inputs}
+        if len(batches) != 1:
+            raise InputError(f"inputs disagree on the batch size ({sorted(batches)})")
+        return b"".join(self._encode(s, inputs[s.name]) for s in self.inputs)
 
-    def decode_input(self, data: bytes) -> np.ndarray:
-        return self._decode(self._spec(self.inputs, None), data)
+    def decode_input(self, data: bytes):
+        """What Model.run takes from input bytes: the array of a one-input model, else a dict by input
+        name, B = length / (the inputs' per-sample bytes summed) samples each (spec section 11)."""
+        if len(self.inputs) == 1:
+            return self._decode(self.inputs[0], data)
+        sizes = [_sample_bytes(s) for s in self.inputs]
+        if len(data) == 0 or len(data) % sum(sizes):
+            raise InputError(f"{len(data)} bytes is not a whole number of samples of {sum(sizes)} bytes "
+                             f"({', '.join(f'{s.name} {n}' for s, n in zip(self.inputs, sizes))})")
+        batch, out, start = len(data) // sum(sizes), {}, 0
+        for spec, size in zip(self.inputs, sizes):
+            out[spec.name] = self._decode(spec, data[start:start + batch * size])
+            start += batch * size
+        return out
 
     def encode_output(self, array) -> bytes:
         return self._encode(self._spec(self.outputs, None), array)
@@ -234,6 +255,10 @@ class Model:
 
     def __repr__(self) -> str:
         return f"<cvm.Model {self.hash_hex[:18]}… {len(self.graph.nodes)} nodes, gas {self.gas}>"
+
+
+def _sample_bytes(spec: TensorSpec) -> int:
+    return int(np.prod(spec.shape[1:], dtype=np.int64)) * spec.dtype.itemsize
 
 
 def _as_array(x, name: str) -> np.ndarray:

@@ -34,7 +34,9 @@ def cmd_convert(args) -> int:
     from mrt.pipeline import convert
     options = dict(target=args.target, bits=args.bits, calibration_method=args.calibration, softmax=args.softmax,
                    input_shapes=dict(args.input_shape or []) or None, batch_size=args.calib_batch_size,
-                   equalize=args.equalize)
+                   equalize=args.equalize, wide=args.wide or ())
+    if args.weight_bits is not None:
+        options["weight_bits"] = args.weight_bits
     if args.mixed_precision is not None:
         from mrt import mixed
         result = mixed.convert_mixed(args.model, args.calib, args.mixed_precision, **options)
@@ -42,6 +44,9 @@ def cmd_convert(args) -> int:
         model = result.model
     else:
         model = convert(args.model, args.calib, dump=args.dump, **options)
+    if args.opset is not None:
+        from cvm.gas_v2 import repriced
+        model = repriced(model, args.opset)
     model.save(args.output)
     print(f"wrote {args.output}: hash {model.hash_hex}, {len(model.graph.nodes)} nodes, gas {model.gas}, "
           f"largest accumulator {model.analysis.max_accumulator_bits} bits")
@@ -57,16 +62,14 @@ def cmd_stages(args) -> int:
 def cmd_eval(args) -> int:
     from mrt.evaluate import evaluate, ort_int8_accuracy
     model = cvm.load(args.cvm)
-    with np.load(args.data) as d:
-        x, y = d["x"].astype(np.float32), (d["y"] if "y" in d.files else None)
+    x, y = _eval_data(args.data, model)
     r = evaluate(args.model, model, x, y, backend=args.backend)
     rows = [["float (onnx)", _pct(r.float_accuracy), "100.00%", "1.0000"],
             ["cvm integer", _pct(r.int_accuracy), _pct(r.agreement), f"{r.cosine:.4f}"]]
     if args.compare_ort:
         if not args.calib:
             raise ValueError("--compare-ort needs --calib CALIB.npz")
-        with np.load(args.calib) as c:
-            o = ort_int8_accuracy(args.model, c["x"].astype(np.float32), x, y)
+        o = ort_int8_accuracy(args.model, _eval_data(args.calib, model)[0], x, y)
         rows.append(["onnxruntime int8 (QDQ u8s8 per-channel)", _pct(o["int_accuracy"]), _pct(o["agreement"]),
                      f"{o['cosine']:.4f}"])
     print(f"{r.n} samples")
@@ -74,6 +77,19 @@ def cmd_eval(args) -> int:
     if r.layer_errors:
         _report_layers(r.layer_errors, args.plot or Path(args.cvm).with_suffix(".layers.png"), Path(args.cvm).name)
     return 0
+
+
+def _eval_data(path, model: cvm.Model):
+    """(x, y) from an .npz: x the array `x` (a float one-input model), or {input name: array} when it
+    holds arrays named after the model's inputs (token ids and masks stay integers); y if present."""
+    with np.load(path) as d:
+        names = [s.name for s in model.inputs]
+        y = d["y"] if "y" in d.files else None
+        if all(n in d.files for n in names):
+            return {n: d[n] if d[n].dtype.kind in "iu" else d[n].astype(np.float32) for n in names}, y
+        if "x" not in d.files:
+            raise ValueError(f"{path} must hold 'x' or arrays named {names}; it has {sorted(d.files)}")
+        return d["x"].astype(np.float32), y
 
 
 def _report_layers(layers, plot_path, title: str) -> None:
@@ -105,7 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="calibration samples run at once (default 64): memory holds one batch's live activations")
     s.add_argument("--equalize", action="store_true",
                    help="cross-layer equalization of conv/dense pairs joined by a ReLU (docs/fidelity.md)")
+    s.add_argument("--wide", metavar="PARTS",
+                   help="12-bit activations for a transformer encoder's sensitive tensors: 'encoder' (all of them: "
+                        "what all-MiniLM-L6-v2 needs for cosine >= 0.99, docs/models.md) or a comma list of "
+                        "activations, layer_norm, residual, dense (mrt/text_precision.py)")
+    s.add_argument("--weight-bits", type=int, metavar="N", help="weight bits (default 8; 10 with --wide encoder "
+                   "is docs/models.md's best MiniLM row)")
     s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`)")
+    s.add_argument("--opset", type=int, choices=[3], default=None,
+                   help="write the model in opset 3: opset 2's ops priced by gas schedule v2 (time-based, "
+                        "docs/spec.md); default: the lowest opset of its ops, priced by schedule v1")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("stages", help="list the conversion's stages in order")
     s.set_defaults(func=cmd_stages)

@@ -14,6 +14,7 @@ from mrt.layer_report import LayerError, layer_errors
 from mrt.onnx_import import import_onnx
 
 LAYER_SAMPLES = 256  # samples the per-layer comparison runs (the reference interpreter keeps every tensor)
+LAYER_BYTES = 1 << 30  # ... and at most this many bytes of integer activations (MiniLM: 28 sentences)
 
 
 @dataclass
@@ -49,42 +50,63 @@ def _top1(y: np.ndarray) -> np.ndarray:
     return y.reshape(len(y), -1).argmax(axis=1)
 
 
-def evaluate(onnx_model, model: cvm.Model, x: np.ndarray, y: np.ndarray | None = None,
+def evaluate(onnx_model, model: cvm.Model, x: np.ndarray | dict, y: np.ndarray | None = None,
              layers: bool = True, backend: str = "numba") -> EvalResult:
-    graph = import_onnx(onnx_model, {"x": x.shape[1:]})
-    name = graph.inputs[0].name
-    float_out = run_float(graph, {name: x})[graph.outputs[0]]
-    xq = model.quantize_input(x)
-    yq = model.run(xq, backend=backend)
-    yq = yq if not isinstance(yq, dict) else next(iter(yq.values()))
-    int_out = client_transform(model.meta, model.dequantize_output(yq))
+    """x: one array (a one-input model) or {input name: array} (several; integer arrays such as token
+    ids are passed to the float model as they are)."""
+    xs = x if isinstance(x, dict) else None
+    graph = import_onnx(onnx_model, {k: v.shape[1:] for k, v in xs.items()} if xs else {"x": x.shape[1:]})
+    xs = xs or {graph.inputs[0].name: x}
+    float_out = run_float(graph, xs)[graph.outputs[0]]
+    xq = {spec.name: model.quantize_input(xs[f.name], spec.name) for f, spec in zip(graph.inputs, model.inputs)}
+    int_out = client_transform(model.meta, model.dequantize_output(run_in_chunks(model, xq, backend)))
     errors = []
     if layers and "tensor_map" in model.meta:
         from mrt.passes import DEFAULT_PIPELINE, run_pipeline
-        errors = layer_errors(model, x[:LAYER_SAMPLES], run_pipeline(graph, DEFAULT_PIPELINE))
+        n = max(1, min(LAYER_SAMPLES, LAYER_BYTES // max(1, model.analysis.activation_bytes)))
+        errors = layer_errors(model, {k: v[:n] for k, v in xs.items()}, run_pipeline(graph, DEFAULT_PIPELINE))
     f1, i1 = _top1(float_out), _top1(int_out)
     acc = (lambda p: float((p == y).mean())) if y is not None else (lambda p: None)
-    return EvalResult(len(x), acc(f1), acc(i1), float((f1 == i1).mean()), cosine(int_out, float_out), errors)
+    return EvalResult(len(float_out), acc(f1), acc(i1), float((f1 == i1).mean()), cosine(int_out, float_out), errors)
 
 
-def ort_int8_accuracy(onnx_path: str, calib: np.ndarray, x: np.ndarray, y: np.ndarray | None) -> dict:
+def run_in_chunks(model: cvm.Model, xq: dict, backend: str) -> np.ndarray:
+    """The first output of model.run over the whole batch, in runs the format's run_bytes limit admits."""
+    from cvm import limits
+    per_run = max(1, limits.of(model.graph.opset).run_bytes // max(1, model.analysis.activation_bytes))
+    total = len(next(iter(xq.values())))
+    parts = []
+    for i in range(0, total, per_run):
+        y = model.run({k: v[i:i + per_run] for k, v in xq.items()}, backend=backend)
+        parts.append(y if not isinstance(y, dict) else next(iter(y.values())))
+    return np.concatenate(parts)
+
+
+def ort_int8_accuracy(onnx_path: str, calib: np.ndarray | dict, x: np.ndarray | dict, y: np.ndarray | None) -> dict:
     """onnxruntime quantize_static (QDQ, per channel, u8 activations / s8 weights) on the same data
-    (the same quantization `cvm bench` measures)."""
+    (the same quantization `cvm bench` measures). calib and x: one array or {input name: array}."""
     import onnxruntime as ort
 
     from cvm.bench import quantize_ort_int8
 
     ort.set_default_logger_severity(3)  # its quantizer warns about every unused initializer
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    in_name = sess.get_inputs()[0].name
+    feeds = _ort_feeds(sess, x)
     # the scores: the first float output (an sklearn classifier's first output is its int64 label)
     out_name = next(o.name for o in sess.get_outputs() if o.type == "tensor(float)")
     with tempfile.TemporaryDirectory() as d:
-        out = quantize_ort_int8(Path(onnx_path), calib, Path(d), input_name=in_name)
+        out = quantize_ort_int8(Path(onnx_path), _ort_feeds(sess, calib), Path(d))
         qsess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
-        fy = sess.run([out_name], {in_name: x})[0]
-        qy = qsess.run([out_name], {in_name: x})[0]
+        fy = sess.run([out_name], feeds)[0]
+        qy = qsess.run([out_name], feeds)[0]
     f1, q1 = _top1(fy), _top1(qy)
     return {"float_accuracy": None if y is None else float((f1 == y).mean()),
             "int_accuracy": None if y is None else float((q1 == y).mean()),
             "agreement": float((f1 == q1).mean()), "cosine": cosine(qy, fy)}
+
+
+def _ort_feeds(sess, x: np.ndarray | dict) -> dict:
+    """{input name: array in the dtype the ONNX input declares} (token ids and masks are int64)."""
+    named = x if isinstance(x, dict) else {sess.get_inputs()[0].name: x}
+    dtypes = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+    return {i.name: np.asarray(named[i.name], dtypes.get(i.type, np.float32)) for i in sess.get_inputs()}

@@ -73,6 +73,7 @@ class Options:
     per_feature_inputs: bool = True
     input_shapes: dict | None = None  # {input name (or "x"): per-sample shape} fixing symbolic dims
     equalize: bool = False  # cross-layer equalization of conv/dense pairs (mrt.passes.equalize)
+    wide: str | tuple = ()  # encoder tensors given wide activations (mrt.text_precision: "encoder" or parts)
     overrides: dict = field(default_factory=dict)
 
 
@@ -132,6 +133,10 @@ def _output_transform(c: Conversion):
 
 
 def _calibrate(c: Conversion):
+    if c.options.wide:  # named parts -> the tensors of this graph, now that the passes have run
+        from mrt.text_precision import encoder_wide_tensors, parse_parts
+        tensors = encoder_wide_tensors(c.graph, parse_parts(c.options.wide))
+        c.options = replace(c.options, overrides={**c.options.overrides, "wide_tensors": tensors})
     o = c.options
     c.data = load_data(c.calibration, c.graph)
     cfg = _config(o)
@@ -198,13 +203,13 @@ def _meta(c: Conversion) -> dict:
 def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
             calibration_method: str = "mse", softmax: str = "client", batch_size: int = 64,
             progress: bool = True, per_feature_inputs: bool = True, input_shapes: dict | None = None,
-            dump=None, equalize: bool = False, **overrides) -> cvm.Model:
+            dump=None, equalize: bool = False, wide: str | tuple = (), **overrides) -> cvm.Model:
     """Convert an ONNX model (path, bytes or onnx.ModelProto) into a verified integer cvm.Model by
     running CONVERSION's stages in order. dump (as mrt.passes.run_pipeline's): None, True to print
     what each stage produced, a directory for one NN_stage.txt each (the passes' own stages go in
     its passes/ folder), or a callable(number, name, printable)."""
     c = Conversion(model, calibration, Options(target, bits, calibration_method, softmax, batch_size, progress,
-                                               per_feature_inputs, input_shapes, equalize, overrides))
+                                               per_feature_inputs, input_shapes, equalize, wide, overrides))
     show = dumper(dump)
     for number, stage in enumerate(CONVERSION, 1):
         if stage.run is _passes and isinstance(dump, (str, os.PathLike)):

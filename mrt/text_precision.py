@@ -22,6 +22,17 @@ from mrt.graph import Graph
 
 # the sets, by name, that encoder_wide_tensors can combine
 PARTS = ("activations", "layer_norm", "residual", "dense")
+ALIASES = {"encoder": PARTS}  # `mrt convert --wide encoder`: the measured best set
+
+
+def parse_parts(spec: str | tuple[str, ...]) -> tuple[str, ...]:
+    """`--wide` as given ("encoder", "activations,layer_norm" or a tuple) -> a tuple of PARTS."""
+    names = spec.split(",") if isinstance(spec, str) else spec
+    parts = tuple(dict.fromkeys(p for n in names for p in ALIASES.get(n.strip(), (n.strip(),)) if p))
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        raise ValueError(f"unknown wide-tensor parts {unknown or [spec]}; choose from {(*ALIASES, *PARTS)}")
+    return parts
 
 
 def encoder_wide_tensors(graph: Graph, parts: tuple[str, ...] = PARTS) -> tuple[str, ...]:

@@ -46,9 +46,11 @@ contract ModelRegistry {
     uint8 public constant MAX_BITS = 32; // cvm.limits.MAX_BITS
     uint256 public constant MAX_RANK = 6; // cvm.limits.MAX_RANK (tests/chain/test_solidity_constants.py)
     uint256 public constant MAX_SAMPLE_BYTES = 1 << 26; // MAX_TENSOR_ELEMENTS (2^24) int32 elements
+    uint256 public constant MAX_INPUTS = 16; // inputs of one model (registerInputs)
 
     mapping(bytes32 => Model) private _models;
     mapping(bytes32 => RefereeCommitment) private _referee;
+    mapping(bytes32 => TensorSpec[]) private _extraInputs;
     /// registration commitment -> block number it was made in
     mapping(bytes32 => uint256) public registrationCommitments;
 
@@ -100,6 +102,39 @@ contract ModelRegistry {
         bytes32 calibrationHash,
         bytes32 salt
     ) external {
+        Model storage m = _claim(modelHash, gas, salt);
+        m.inputBytes = sampleBytes(input);
+        m.input = input;
+        _describe(m, modelHash, uri, output, calibrationHash);
+    }
+
+    /// `register` for a model with several inputs (a sentence encoder's token ids and attention mask),
+    /// in model input order: the first is `Model.input`, the others `extraInputs(modelHash)`, and one
+    /// sample on the wire is their sample bytes summed (spec section 11: inputs concatenated in order).
+    function registerInputs(
+        bytes32 modelHash,
+        string calldata uri,
+        TensorSpec[] calldata inputs,
+        TensorSpec calldata output,
+        uint64 gas,
+        bytes32 calibrationHash,
+        bytes32 salt
+    ) external {
+        if (inputs.length == 0 || inputs.length > MAX_INPUTS) revert InvalidTensorSpec();
+        Model storage m = _claim(modelHash, gas, salt);
+        uint256 size = sampleBytes(inputs[0]);
+        m.input = inputs[0];
+        for (uint256 i = 1; i < inputs.length; i++) {
+            size += sampleBytes(inputs[i]);
+            _extraInputs[modelHash].push(inputs[i]);
+        }
+        if (size > MAX_SAMPLE_BYTES) revert InvalidTensorSpec();
+        m.inputBytes = uint32(size);
+        _describe(m, modelHash, uri, output, calibrationHash);
+    }
+
+    /// The checks both registrations share; consumes the author's commitment.
+    function _claim(bytes32 modelHash, uint64 gas, bytes32 salt) private returns (Model storage m) {
         if (modelHash == bytes32(0)) revert ZeroModelHash();
         if (gas == 0) revert ZeroGas();
         if (_models[modelHash].author != address(0)) revert AlreadyRegistered(modelHash);
@@ -108,17 +143,28 @@ contract ModelRegistry {
         if (committedAt == 0) revert RegistrationNotCommitted(commitment);
         if (committedAt >= block.number) revert RegistrationTooEarly(commitment);
         delete registrationCommitments[commitment];
-
-        Model storage m = _models[modelHash];
+        m = _models[modelHash];
         m.author = msg.sender;
         m.gas = gas;
-        m.inputBytes = sampleBytes(input);
+    }
+
+    function _describe(
+        Model storage m,
+        bytes32 modelHash,
+        string calldata uri,
+        TensorSpec calldata output,
+        bytes32 calibrationHash
+    ) private {
         m.outputBytes = sampleBytes(output);
         m.calibrationHash = calibrationHash;
         m.uri = uri;
-        m.input = input;
         m.output = output;
-        emit ModelRegistered(modelHash, msg.sender, uri, gas);
+        emit ModelRegistered(modelHash, msg.sender, uri, m.gas);
+    }
+
+    /// The inputs after the first of a model registered with `registerInputs` (empty otherwise).
+    function extraInputs(bytes32 modelHash) external view returns (TensorSpec[] memory) {
+        return _extraInputs[modelHash];
     }
 
     function updateURI(bytes32 modelHash, string calldata uri) external onlyAuthor(modelHash) {

@@ -207,8 +207,8 @@ def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, 
     """Registers `model` by its hash, commit then reveal (ModelRegistry.commitRegistration, then
     register in a later block); the calibration hash defaults to the model's metadata's.
     Returns both receipts."""
-    if len(model.inputs) != 1 or len(model.outputs) != 1:
-        raise ValueError("the registry describes models with one input and one output")
+    if len(model.outputs) != 1:
+        raise ValueError("the registry describes models with one output")
     if calibration_hash is None:
         calibration_hash = model.meta.get("calibration_hash") or bytes(32)
         if isinstance(calibration_hash, str):
@@ -216,10 +216,11 @@ def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, 
     salt = os.urandom(32) if salt is None else salt
     commitment = registry.functions.registrationCommitment(model.hash, account.address, salt).call()
     committed = send(registry.w3, account, registry.functions.commitRegistration(commitment))
-    call = registry.functions.register(
-        model.hash, uri or f"cvm:{model.hash.hex()}", tensor_spec(model.inputs[0]),
-        tensor_spec(model.outputs[0]), int(model.gas), calibration_hash, salt,
-    )
+    # several inputs (spec section 11: concatenated in model input order) go through registerInputs
+    inputs = ((registry.functions.register, tensor_spec(model.inputs[0])) if len(model.inputs) == 1 else
+              (registry.functions.registerInputs, [tensor_spec(s) for s in model.inputs]))
+    call = inputs[0](model.hash, uri or f"cvm:{model.hash.hex()}", inputs[1], tensor_spec(model.outputs[0]),
+                     int(model.gas), calibration_hash, salt)
     # an explicit limit: some nodes (anvil) estimate in the latest block, the commitment's own, where
     # register reverts with RegistrationTooEarly; it is mined in a later block, where it succeeds
     return committed, send(registry.w3, account, call, gas=REGISTER_GAS)

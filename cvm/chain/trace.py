@@ -172,11 +172,12 @@ class Trace:
         return data, [merkle_proof(self.levels, p) for p in producers]
 
 
-def run_trace(model: cvm.Model, x: np.ndarray) -> Trace:
-    """Runs one sample with the reference interpreter, keeping every tensor."""
-    if x.shape[0] != 1:
-        raise ValueError(f"a trace is of one sample, got a batch of {x.shape[0]}")
-    inputs, _ = model._normalize_inputs(x)
+def run_trace(model: cvm.Model, x) -> Trace:
+    """Runs one sample (an array, or a dict by input name: what Model.decode_input gives) with the
+    reference interpreter, keeping every tensor."""
+    inputs, batch = model._normalize_inputs(x)
+    if batch != 1:
+        raise ValueError(f"a trace is of one sample, got a batch of {batch}")
     values = reference.run(model.graph, model.analysis, inputs, keep_all=True)
     tensors = [values[name] for name in tensor_names(model)]
     return Trace(model, tensors, merkle_levels([leaf(t) for t in tensors]))

@@ -34,6 +34,7 @@ SOLIDITY_ONLY = {  # constants with no Python counterpart, and why
     ("InferenceOracle", "REVEAL_BASE_GAS"): "revealGas: a reveal's own work (the node reads revealGas())",
     ("InferenceOracle", "PER_COMMITTER_GAS"): "revealGas: what finalising adds per seat (payment, bond)",
     ("InferenceOracle", "OPERATOR_ROUND_GAS"): "feeFor: the chain gas of one operator's commit and reveal",
+    ("ModelRegistry", "MAX_INPUTS"): "bounds registerInputs' loop; the format has no input count limit of its own",
 }
 
 

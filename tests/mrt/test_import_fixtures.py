@@ -24,6 +24,7 @@ def _names():
 ELSEWHERE = {
     "ppocr_cls": "its inputs are text lines rendered at test time: tests/mrt/test_ppocr_cls.py",
     "text_encoder": "two integer inputs (ids, mask): tests/mrt/test_transformer_fixture.py",
+    "text_embedder": "text_encoder cut at its sentence vector: tests/chain/test_similarity_example.py",
 }
 DATA = {"credit_xgb": MODELS / "credit_german.npz"}  # features as the credit example's borrowers send them
 
