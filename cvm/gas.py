@@ -1,4 +1,8 @@
-"""Every cost constant, named once. A node's cost is a formula of shapes alone (docs/spec.md, "Cost")."""
+"""Every cost constant, named once. A node's cost is a formula of shapes alone (docs/spec.md, "Cost").
+Schedule v1 (opsets 1 and 2) is below; schedule v2, priced by measured time (opset 3), is cvm.gas_v2."""
+from __future__ import annotations
+
+import numpy as np
 
 GAS_PER_NODE = 100  # fixed overhead of dispatching any node
 GAS_PER_MAC = 1  # one multiply-accumulate in conv2d / dense / matmul
@@ -11,3 +15,39 @@ GAS_PER_IO_BYTE = 3  # a call pays per byte of input and output it moves (the id
 CALL_BASE_GAS = 3000  # a call's fixed cost, once per call whatever the model: checking the inputs, taking
 # buffers, copying the outputs take ~7 us on numba (docs/performance.md, "Adversarial models"), ~2,800 gas at
 # the fixture models' median gas/s; Ethereum prices its precompiles' fixed cost the same way (ecrecover: 3000)
+
+
+class Schedule:
+    """What a gas schedule charges beyond the ops' own cost formulas (OpDef.cost): per node, once per
+    call, and per byte of input and output a call moves (ceil(bytes * io_num / io_den) over the whole
+    call). cvm.ops.SCHEDULES names each opset's schedule; the verifier adds `node` to every node's cost
+    and cvm.gas.call_gas the rest."""
+
+    __slots__ = ("name", "node", "call", "io_num", "io_den")
+
+    def __init__(self, name: str, node: int, call: int, io_num: int, io_den: int = 1):
+        self.name, self.node, self.call, self.io_num, self.io_den = name, node, call, io_num, io_den
+
+    def io_gas(self, nbytes: int) -> int:
+        return -(-nbytes * self.io_num // self.io_den)
+
+    def __repr__(self) -> str:
+        return (f"Schedule({self.name}: node {self.node}, call {self.call}, io {self.io_num}/{self.io_den} "
+                f"per byte)")
+
+
+SCHEDULE_V1 = Schedule("v1", GAS_PER_NODE, CALL_BASE_GAS, GAS_PER_IO_BYTE)  # opsets 1 and 2
+
+
+def sample_io_bytes(model) -> int:
+    """Bytes of input and output of one sample (every input and output at its storage type)."""
+    return sum(int(np.prod(s.shape[1:], dtype=np.int64)) * s.dtype.itemsize for s in model.inputs + model.outputs)
+
+
+def call_gas(model, batch: int = 1) -> int:
+    """What a call of `batch` samples through the chain pays under the schedule of the model's opset
+    (docs/spec.md, "Cost"; docs/chain.md): the call's fixed charge, the model's gas per sample, and the
+    input and output bytes. Under schedule v1 this is Model.call_gas."""
+    from .ops import SCHEDULES
+    s = SCHEDULES[model.graph.opset]
+    return s.call + model.gas * batch + s.io_gas(sample_io_bytes(model) * batch)

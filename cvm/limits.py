@@ -35,6 +35,7 @@ LIMITS = MappingProxyType({
     2: Limits(file_bytes=1 << 30, nodes=1 << 14, tensor_elements=1 << 26, constant_elements=1 << 27,
               total_constant_elements=1 << 28, activation_bytes=1 << 32, run_bytes=1 << 32),
 })
+LIMITS = MappingProxyType({**LIMITS, 3: LIMITS[2]})  # opset 3 reprices opset 2 (gas schedule v2), same limits
 NEWEST = LIMITS[max(LIMITS)]  # the largest limits: what a reader must be ready for before it knows the opset
 MAX_FILE_BYTES = NEWEST.file_bytes  # checked before a file's opset is known; its opset's own limit after
 

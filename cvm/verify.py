@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import gas, limits
+from . import limits
 from .errors import LimitError, VerifyError
 from .ir import Graph
-from .ops import OPSETS, Arg, RuleError
+from .ops import OPSETS, SCHEDULES, Arg, RuleError
 from .ops.base import ConstStats
 from .ops.base import elements
 from .arith import bits_for, bits_max
@@ -79,6 +79,7 @@ class Verifier:
         if self.ops is None:
             raise VerifyError("structure.opset", f"unknown opset {opset}; known: {sorted(OPSETS)}")
         self.opset = opset
+        self.node_gas = SCHEDULES[opset].node  # the per-node charge of the opset's gas schedule
         self.limits = limits.of(opset)
         self.tensors: dict[str, TensorInfo] = {}
         self.constants: dict[str, ConstStats] = {}
@@ -147,7 +148,7 @@ class Verifier:
             shape = opdef.shape(args, attrs)
             _check_shape(shape, "output", self.limits.tensor_elements, where)
             lo, hi = opdef.bound(args, attrs, shape)
-            cost = gas.GAS_PER_NODE + opdef.cost(args, attrs, shape)
+            cost = self.node_gas + opdef.cost(args, attrs, shape)
         except RuleError as e:
             raise VerifyError(e.rule, str(e), where) from None
         bits = _check_bits(lo, hi, where)

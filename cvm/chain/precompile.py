@@ -2,9 +2,14 @@
 
 Calldata is ``model hash (32 bytes) ++ input bytes`` (one or more samples of the model's single
 input, little-endian in its storage type); the return data is the output bytes in the same wire
-format (``Model.encode_output``). Gas, charged before anything runs:
+format (``Model.encode_output``). Gas, charged before anything runs, under the gas schedule of the
+model's own opset (cvm.gas.call_gas; cvm.ops.SCHEDULES), so that a model keeps the price it was
+registered at whatever opsets come later:
 
-    CALL_BASE_GAS + model.gas * batch + GAS_PER_BYTE * (input bytes + output bytes)   (Model.call_gas)
+    schedule.call + model.gas * batch + schedule.io_gas((input bytes + output bytes) * batch)
+
+Schedule v1 (opsets 1, 2): 3000 + gas * batch + 3 per byte. Schedule v2 (opset 3, priced by time,
+cvm.gas_v2): 368 + gas * batch + 1 per 16 bytes (rounded up), model.gas itself priced by v2.
 
 An unknown model, a malformed call, a wrong input length or too little gas raise a VMError: the
 call fails, consumes all the gas given to it, and touches no state. So does any other failure
@@ -23,13 +28,13 @@ from eth.abc import ComputationAPI
 from eth.exceptions import VMError
 
 import cvm
-from cvm.gas import GAS_PER_IO_BYTE
+from cvm.gas import GAS_PER_IO_BYTE, call_gas
 from cvm.chain.store import HASH_BYTES, BadModelFile, ModelStore, StoreError
 
 log = logging.getLogger(__name__)
 
 CVM_PRECOMPILE_ADDRESS = (0xC0DE).to_bytes(20, "big")  # ICVM.PRECOMPILE in contracts/src/ICVM.sol
-GAS_PER_BYTE = GAS_PER_IO_BYTE  # per byte of input and of output (cvm.gas; Model.call_gas)
+GAS_PER_BYTE = GAS_PER_IO_BYTE  # schedule v1's charge per byte of input and of output (cvm.gas)
 
 
 class CVMPrecompileError(VMError):
@@ -42,7 +47,8 @@ def sample_bytes(spec) -> int:
 
 
 def precompile_gas(model: cvm.Model, input_length: int) -> int:
-    return model.call_gas(input_length // sample_bytes(model.inputs[0]))
+    """The gas of a call with `input_length` input bytes, under the schedule of the model's opset."""
+    return call_gas(model, input_length // sample_bytes(model.inputs[0]))
 
 
 def make_cvm_precompile(store: ModelStore, backend: str = "numba") -> Callable[[ComputationAPI], ComputationAPI]:

@@ -16,7 +16,7 @@ from concrete import fhe
 from concrete.fhe.representation import Operation
 
 from ..ir import Graph
-from ..ops import OPSETS, OpDef, by_opset, derive
+from ..ops import OPSETS, OpDef, by_opset, derive, repriced_keys
 from ..ops.base import TABLE_MONOTONE
 from ..arith import mac_bound
 from ..verify import Analysis
@@ -244,7 +244,7 @@ RULES_V1 = {
 
 RULES_V2 = derive(RULES_V1, {})  # opset 2 (cvm.ops.vision)
 RULES = by_opset({1: RULES_V1, 2: RULES_V2})  # (opset, op) -> (ctx, node, attrs, args) -> tracer
-REFUSED: dict[tuple[int, str], str] = {  # (opset, op) -> why no circuit computes it exactly
+REFUSED: dict[tuple[int, str], str] = repriced_keys({  # (opset, op) -> why no circuit computes it exactly
     (2, "resize2d"): "no rule yet: nearest is a static gather (indexing by constant index arrays) and linear a "
                      "4-tap sum whose final rounding shift by 2*frac_bits is an exact round_bit_pattern over "
                      "bits + 2*frac_bits + 2 bits; neither is written or checked against concrete",
@@ -254,7 +254,7 @@ REFUSED: dict[tuple[int, str], str] = {  # (opset, op) -> why no circuit compute
                    "index (fhe.LookupTable per embedding dimension), not written or checked against concrete",
     (2, "isqrt"): "no rule yet: a monotone table over the input's bits (a 31-bit variance exceeds the lookup "
                   "budget unless rounded first), not written or checked against concrete",
-}
+})
 
 
 def plan_graph(graph: Graph, analysis: Analysis, budget: int) -> dict[str, Lookup]:

@@ -1,0 +1,101 @@
+"""Gas schedule v2 (opset 3): every op priced by its measured run time (docs/spec.md, "Gas schedule v2").
+
+Schedule v1 charges one gas per multiply-accumulate whatever an op costs in time (a requantization
+weighs three, a 3x3 conv's MAC one, while the first takes a fiftieth of the second's time per unit).
+Schedule v2 keeps each op's v1 formula as its measure of work ("units": the v1 cost without the
+per-node charge, cvm.gas) and scales it by the op's time per unit, the way Ethereum reprices
+precompiles from measured time (EIP-2565, EIP-7904: gas = anchor rate x worst-case runtime):
+
+    node gas = NODE + OP_NODE[op] + ceil(units * FACTOR[op] / FACTOR_SCALE)
+    call gas = CALL + model gas x batch + ceil(io bytes * IO_NUM / IO_DEN)
+
+The numbers below are normative: they were derived once by scripts/perf/gas_calibration.py (the
+evidence: its method, the reference machine and the measured ratios are in docs/performance.md,
+"Gas schedule v2") and are never recomputed at run time, so every node agrees on every model's gas.
+A change to any of them is a new opset.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import MappingProxyType
+from typing import Mapping
+
+from .gas import Schedule
+
+ANCHOR_GAS_PER_SECOND = 60_000_000  # EIP-7904's anchor rate (https://eips.ethereum.org/EIPS/eip-7904)
+FACTOR_SCALE = 10_000  # FACTOR is gas per FACTOR_SCALE units
+
+NODE = 47  # per node: the dearest chain of nodes of a few elements each (cvm.adversarial: dense_tiny_chain)
+CALL = 146  # per call: a one-node model's call (checking the input, taking buffers, copying the output)
+IO_NUM, IO_DEN = 1, 16  # per input and output byte a call moves: one gas per 16 bytes, rounded up (0.055 measured)
+
+# gas per FACTOR_SCALE v1 units, op by op: the largest any calibration probe of that op needed (the
+# probe that set each: docs/performance.md, "Gas schedule v2")
+FACTOR: Mapping[str, int] = MappingProxyType({
+    "conv2d": 105, "conv_transpose2d": 81, "dense": 400, "matmul": 36,
+    "max_pool2d": 157, "sum": 512, "max": 573,
+    "add": 188, "sub": 81, "mul": 86, "div": 463, "relu": 46, "clip": 46, "requant": 17, "lut": 87,
+    "isqrt": 26, "gather": 12, "resize2d": 222,
+    "concat": 248, "pad": 98, "slice": 55, "transpose": 246, "reshape": 17, "flatten": 17,
+})
+# an op's own fixed part per node, beyond NODE (a conv's path setup: depthwise_far, 9 outputs of 256 channels)
+OP_NODE: Mapping[str, int] = MappingProxyType({"conv2d": 72})
+
+SCHEDULE_V2 = Schedule("v2", NODE, CALL, IO_NUM, IO_DEN)
+
+
+def priced(name: str, units: int) -> int:
+    """The v2 op cost of `units` v1 units of op `name`: OP_NODE + ceil(units * FACTOR / FACTOR_SCALE). An
+    op without a FACTOR row (added to opset 2 after these were measured) is priced at the dearest rows,
+    never below what it may cost."""
+    factor = FACTOR.get(name, max(FACTOR.values()))
+    fixed = OP_NODE.get(name, 0 if name in FACTOR else max(OP_NODE.values()))
+    return fixed + -(-units * factor // FACTOR_SCALE)
+
+
+def op_cost(name: str, v1_cost):
+    """The v2 cost rule of op `name` from its v1 rule (OpDef.cost)."""
+    def cost(args, attrs, out) -> int:
+        return priced(name, v1_cost(args, attrs, out))
+    cost.__doc__ = f"schedule v2 cost of {name}: priced({name!r}, v1 units)"
+    return cost
+
+
+def reprice(table: Mapping) -> dict:
+    """{name: OpDef} of `table` with every op's cost replaced by its v2 rule; nothing else changes."""
+    return {name: dataclasses.replace(op, cost=op_cost(name, op.cost)) for name, op in table.items()}
+
+
+def repriced(model, opset: int = 3):
+    """`model` written in `opset`, an opset that only reprices (cvm.ops.REPRICES) the semantics of the
+    model's own opset or a newer one: the same graph, outputs and meta, another hash and gas. What
+    `mrt convert --opset 3` writes; an opset-1 or opset-2 model keeps its own gas until repriced so."""
+    from .model import Model
+    from .ops import OPSETS, REPRICES
+    if opset == model.graph.opset:
+        return model
+    base = REPRICES.get(opset)
+    if base is None or model.graph.opset > base:
+        raise ValueError(f"opset {opset} does not reprice opset {model.graph.opset}: a model moves only to an opset "
+                         f"in {sorted(o for o, b in REPRICES.items() if b >= model.graph.opset)} (known: {sorted(OPSETS)})")
+    return Model(dataclasses.replace(model.graph, opset=opset), model.meta)
+
+
+def model_gas(model) -> int:
+    """The model's gas per sample under schedule v2 (what `repriced(model).gas` is), from its v1 node
+    costs without verifying it again: a v1 node cost is SCHEDULE_V1.node + the op's v1 units."""
+    from .gas import SCHEDULE_V1
+    from .ops import SCHEDULES
+    if SCHEDULES[model.graph.opset] is SCHEDULE_V2:
+        return model.gas
+    return sum(NODE + priced(node.op, cost - SCHEDULE_V1.node)
+               for node, cost in zip(model.graph.nodes, model.analysis.node_costs))
+
+
+def seconds_at_anchor(gas: int) -> float:
+    """What `gas` buys on the reference path at the anchor rate."""
+    return gas / ANCHOR_GAS_PER_SECOND
+
+
+assert all(isinstance(v, int) and v >= 0 for v in FACTOR.values()) and math.gcd(IO_NUM, IO_DEN) == 1

@@ -1,0 +1,83 @@
+"""Gas of models under schedule v1 (opsets 1, 2) and v2 (opset 3, cvm.gas_v2), and what fits a block.
+
+    python scripts/perf/gas_report.py MODEL.cvm ... [--block 30000000] [--markdown]
+
+Per model: nodes, gas per sample under v1 and v2 (the model's own gas if it is in opset 3, else
+cvm.gas_v2.model_gas: the gas `mrt convert --opset 3` would give it), what one call of one sample pays
+through the precompile under each schedule (cvm.gas.call_gas), the v2 gas in seconds on the reference
+path at the anchor rate (60 Mgas/s: the portable one-thread time it prices), and whether one call fits
+a block of --block gas (a synchronous call through the precompile in one transaction; the transaction's
+own 21,000 and calldata gas are left aside). The largest model that fits is printed last.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def rows(paths):
+    import cvm
+    from cvm import gas_v2
+    from cvm.gas import SCHEDULE_V1, sample_io_bytes
+    for path in paths:
+        model = cvm.load(path)
+        io = sample_io_bytes(model)
+        if model.graph.opset == 3:
+            v2 = model.gas
+            v1 = None
+        else:
+            v1, v2 = model.gas, gas_v2.model_gas(model)
+        call_v1 = None if v1 is None else SCHEDULE_V1.call + v1 + SCHEDULE_V1.io_gas(io)
+        call_v2 = gas_v2.SCHEDULE_V2.call + v2 + gas_v2.SCHEDULE_V2.io_gas(io)
+        yield {"model": os.path.basename(path), "opset": model.graph.opset, "nodes": len(model.graph.nodes),
+               "v1": v1, "v2": v2, "call_v1": call_v1, "call_v2": call_v2,
+               "seconds": gas_v2.seconds_at_anchor(v2)}
+        del model
+
+
+def _g(v) -> str:
+    return "-" if v is None else (f"{v:,}" if v < 10_000_000 else f"{v:.3g}")
+
+
+def print_table(paths, block: int = 30_000_000, markdown: bool = False) -> list[dict]:
+    out = list(rows(paths))
+    head = ["model", "opset", "nodes", "gas v1", "gas v2", "v2/v1", "call v1", "call v2", "v2 ms at 60 Mgas/s",
+            f"fits {block / 1e6:g}M (v1 / v2)"]
+    lines = []
+    for r in out:
+        fits = (f"{'-' if r['call_v1'] is None else ('yes' if r['call_v1'] <= block else 'no')} / "
+                f"{'yes' if r['call_v2'] <= block else 'no'}")
+        ratio = "-" if r["v1"] is None else f"{r['v2'] / r['v1']:.3f}"
+        lines.append([r["model"], str(r["opset"]), str(r["nodes"]), _g(r["v1"]), _g(r["v2"]), ratio,
+                      _g(r["call_v1"]), _g(r["call_v2"]), f"{r['seconds'] * 1e3:.3g}", fits])
+    if markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+        for line in lines:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(head)]
+        print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+        for line in lines:
+            print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
+    for key, name in (("call_v1", "v1"), ("call_v2", "v2")):
+        fit = [r for r in out if r[key] is not None and r[key] <= block]
+        best = max(fit, key=lambda r: r[key], default=None)
+        print(f"largest model one {block:,}-gas block runs synchronously under {name}: "
+              + (f"{best['model']} ({best[key]:,} gas a call)" if best else "none of these"))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--block", type=int, default=30_000_000)
+    ap.add_argument("--markdown", action="store_true")
+    a = ap.parse_args(argv)
+    print_table(a.models, a.block, a.markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

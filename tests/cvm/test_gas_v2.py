@@ -1,0 +1,117 @@
+"""Gas schedule v2 (opset 3, cvm.gas_v2): opset 2's ops with the same semantics, priced by measured
+time; chosen only by name, so that every model written without naming it keeps its opset, bytes, hash
+and gas; charged by the precompile under the model's own opset's schedule."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cvm
+from cvm import gas_v2
+from cvm.gas import CALL_BASE_GAS, GAS_PER_IO_BYTE, GAS_PER_NODE, SCHEDULE_V1, call_gas, sample_io_bytes
+from cvm.ops import LATEST_OPSET, OPSET_V2, OPSET_V3, OPSETS, REPRICES, SCHEDULES, lowest_opset
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "models"
+FIXTURES = sorted(FIX.glob("*.cvm"))
+
+
+def test_opset_3_reprices_opset_2_and_nothing_else():
+    assert set(OPSET_V3) == set(OPSET_V2) and REPRICES == {3: 2}
+    for name, op in OPSET_V3.items():
+        old = OPSET_V2[name]
+        assert op.cost is not old.cost
+        for field in ("shape", "bound", "reference", "attrs", "const_inputs", "activation_inputs", "accumulates",
+                      "table", "bilinear", "compares", "min_inputs", "max_inputs"):
+            assert getattr(op, field) == getattr(old, field), (name, field)
+    assert SCHEDULES[1] is SCHEDULES[2] is SCHEDULE_V1 and SCHEDULES[3] is gas_v2.SCHEDULE_V2
+
+
+def test_opset_3_is_never_chosen_for_a_graph_that_does_not_name_it():
+    assert LATEST_OPSET == 2 and lowest_opset(set(OPSET_V3)) == 2 and lowest_opset({"dense"}) == 1
+    b = cvm.GraphBuilder()
+    x = b.input("x", (4,), 8)
+    assert b.build(b.op("relu", x)).graph.opset == 1
+    b3 = cvm.GraphBuilder(opset=3)
+    x = b3.input("x", (4,), 8)
+    assert b3.build(b3.op("relu", x)).graph.opset == 3
+
+
+def test_factor_rows_name_ops_and_an_unpriced_op_gets_the_dearest_row():
+    assert set(gas_v2.FACTOR) <= set(OPSET_V2) and set(gas_v2.OP_NODE) <= set(gas_v2.FACTOR)
+    cost = gas_v2.op_cost("an_op_added_later", lambda args, attrs, out: 10_000)
+    assert cost(None, None, None) == max(gas_v2.OP_NODE.values()) + max(gas_v2.FACTOR.values())
+
+
+def _conv_model(opset):
+    b = cvm.GraphBuilder(opset=opset)
+    x = b.input("x", (3, 8, 8), 8)
+    w = np.arange(4 * 3 * 3 * 3).reshape(4, 3, 3, 3) % 7 - 3
+    y = b.op("requant", b.op("conv2d", x, b.const(w), pads=(1, 1, 1, 1)), b.const([3]), shift=4, bits=8)
+    return b.build(y)
+
+
+def test_node_costs_follow_the_v2_formula():
+    v1, v3 = _conv_model(None), _conv_model(3)
+    assert v1.graph.opset == 1 and v3.graph.opset == 3
+    conv_units = 4 * 8 * 8 * (3 * 3 * 3 + 1)  # E(out) * (C*KH*KW MACs + 1 element), the v1 formula
+    requant_units = 4 * 8 * 8 * (3 + 1)
+    assert v1.analysis.node_costs == [GAS_PER_NODE + conv_units, GAS_PER_NODE + requant_units]
+    assert v3.analysis.node_costs == [
+        gas_v2.NODE + gas_v2.OP_NODE["conv2d"] + math.ceil(conv_units * gas_v2.FACTOR["conv2d"] / gas_v2.FACTOR_SCALE),
+        gas_v2.NODE + math.ceil(requant_units * gas_v2.FACTOR["requant"] / gas_v2.FACTOR_SCALE)]
+    assert gas_v2.model_gas(v1) == v3.gas
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_repriced_fixture_runs_the_same_and_costs_v2(path):
+    model = cvm.load(path)
+    v3 = gas_v2.repriced(model)
+    assert v3.graph.opset == 3 and v3.hash != model.hash and model.graph.opset in (1, 2)
+    assert v3.gas == gas_v2.model_gas(model) < model.gas
+    assert v3.graph.nodes == model.graph.nodes and v3.meta == model.meta
+    again = cvm.Model.from_bytes(v3.to_bytes())
+    assert again.hash == v3.hash and again.gas == v3.gas and again.graph.opset == 3
+    spec = model.inputs[0]
+    m = (1 << (spec.bits - 1)) - 1
+    x = np.random.default_rng(1).integers(-m, m + 1, (3, *spec.shape[1:])).astype(spec.dtype)
+    want = model.run(x, backend="reference")
+    for backend in ("reference", "numba"):
+        got = v3.run(x, backend=backend)
+        assert got.dtype == want.dtype and np.array_equal(got, want), backend
+
+
+def test_repriced_refuses_an_opset_that_does_not_reprice_the_models():
+    model = _conv_model(None)
+    assert gas_v2.repriced(model, 1) is model
+    with pytest.raises(ValueError, match="opset 2 does not reprice opset 1"):
+        gas_v2.repriced(model, 2)
+    with pytest.raises(ValueError, match="opset 9"):
+        gas_v2.repriced(model, 9)
+
+
+def test_call_gas_per_schedule():
+    v1 = cvm.load(FIX / "mnist_cnn.cvm")
+    v3 = gas_v2.repriced(v1)
+    io = sample_io_bytes(v1)
+    for batch in (1, 5):
+        assert call_gas(v1, batch) == v1.call_gas(batch) == CALL_BASE_GAS + v1.gas * batch + GAS_PER_IO_BYTE * io * batch
+        assert call_gas(v3, batch) == gas_v2.CALL + v3.gas * batch + -(-io * batch * gas_v2.IO_NUM // gas_v2.IO_DEN)
+
+
+def test_precompile_charges_the_models_own_schedule():
+    pytest.importorskip("eth")
+    from cvm.chain.precompile import precompile_gas, sample_bytes
+    v1 = cvm.load(FIX / "mnist_cnn.cvm")
+    v3 = gas_v2.repriced(v1)
+    n = 3 * sample_bytes(v1.inputs[0])
+    assert precompile_gas(v1, n) == v1.call_gas(3)
+    assert precompile_gas(v3, n) == call_gas(v3, 3) < precompile_gas(v1, n)
+
+
+def test_every_opset_has_a_schedule_and_limits():
+    from cvm.limits import LIMITS
+    assert set(SCHEDULES) == set(OPSETS) == set(LIMITS)
+    assert LIMITS[3] == LIMITS[2]
