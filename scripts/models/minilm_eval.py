@@ -81,6 +81,7 @@ def main() -> None:
     ap.add_argument("--wide", nargs="+", choices=sorted(WIDE), default=["none", "encoder", "encoder-w10"])
     a = ap.parse_args()
     load = os.getloadavg()
+    from cvm.bench import quantize_ort_int8
     from cvm.interp import numba as nb
     from onnxruntime.quantization import QuantType, quantize_dynamic
     path, data = DIR / f"minilm_L{a.length}.onnx", np.load(DIR / f"text_L{a.length}.npz")
@@ -91,7 +92,9 @@ def main() -> None:
     graph = run_pipeline(import_onnx(str(path)), DEFAULT_PIPELINE)
     dyn = DIR / "minilm_dynamic.onnx"
     quantize_dynamic(str(path), str(dyn), weight_type=QuantType.QInt8)
-    sessions = {"ort float": session(path), "ort int8 dynamic": session(dyn)}
+    static = quantize_ort_int8(path, calib, DIR)  # what `mrt eval --compare-ort` and `cvm bench` compare with
+    sessions = {"ort float": session(path), "ort int8 dynamic": session(dyn),
+                f"ort int8 static (QDQ u8s8 per-channel, {a.calib} calibration sentences)": session(static)}
     ref = sessions["ort float"].run(None, held)[0]
     rows, fns = {}, {}
     for wide in a.wide:

@@ -2,6 +2,8 @@
 gives each wide tensor the threshold of its own bits (mse at 8 bits clips what 12 bits keep)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -41,3 +43,35 @@ def test_wide_tensors_are_calibrated_at_their_bits(graph):
         assert mixed[name] == (at12[name] if name in wide else base[name]), name
     assert any(at12[t] > base[t] for t in wide)  # 12 bits clip less
     assert np.isfinite(list(mixed.values())).all()
+
+
+def test_parse_parts():
+    from mrt.text_precision import parse_parts
+    assert parse_parts("encoder") == PARTS
+    assert parse_parts("dense, layer_norm") == ("dense", "layer_norm")
+    for bad in ("gelu", "", ","):
+        with pytest.raises(ValueError, match="unknown wide-tensor parts"):
+            parse_parts(bad)
+
+
+FIXTURE = Path(__file__).parents[2] / "fixtures"
+
+
+def test_cli_converts_and_evaluates_an_encoder_with_two_integer_inputs(tmp_path, capsys):
+    """`mrt convert --wide encoder --weight-bits 10` and `mrt eval --compare-ort` on the committed
+    text_embedder (token ids and mask as int arrays named after the inputs)."""
+    from mrt.cli import main
+    with np.load(FIXTURE / "data" / "text_encoder.npz") as d:
+        np.savez(tmp_path / "calib.npz", input_ids=d["calib_input_ids"][:64], attention_mask=d["calib_attention_mask"][:64])
+        np.savez(tmp_path / "test.npz", input_ids=d["test_input_ids"][:64], attention_mask=d["test_attention_mask"][:64])
+    onnx_path, out = FIXTURE / "models" / "text_embedder.onnx", tmp_path / "e.cvm"
+    assert main(["convert", str(onnx_path), "--calib", str(tmp_path / "calib.npz"), "-o", str(out),
+                 "--wide", "encoder", "--weight-bits", "10"]) == 0
+    assert main(["eval", str(onnx_path), str(out), "--data", str(tmp_path / "test.npz"), "--calib",
+                 str(tmp_path / "calib.npz"), "--compare-ort", "--plot", str(tmp_path / "l.png")]) == 0
+    text = capsys.readouterr().out
+    cvm_row = next(line for line in text.splitlines() if line.startswith("cvm integer"))
+    assert float(cvm_row.split()[-1]) > 0.999  # cosine of the embeddings to float's
+    assert "onnxruntime int8" in text and (tmp_path / "l.png").exists()
+    assert main(["convert", str(onnx_path), "--calib", str(tmp_path / "calib.npz"), "-o", str(out),
+                 "--wide", "gelu"]) == 2
