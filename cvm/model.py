@@ -12,7 +12,7 @@ import numpy as np
 
 from . import limits, meta as meta_schema, threshold_codes
 from .errors import FormatError, GasLimitExceeded, InputError
-from .gas import CALL_BASE_GAS, GAS_PER_IO_BYTE
+from .gas import call_gas as schedule_call_gas
 from .format import check_file_size, decode_file, decode_graph, encode_file, encode_graph, model_hash
 from .ir import Graph
 from .arith import bits_max
@@ -132,12 +132,12 @@ class Model:
         return self.gas * batch
 
     def call_gas(self, batch: int = 1) -> int:
-        """What a call through the chain pays (docs/chain.md): the model's gas for `batch` samples,
-        GAS_PER_IO_BYTE per byte of input read and output written, and CALL_BASE_GAS once. The model's
-        gas prices its nodes; the inputs (a 2^24-element input may feed one output) and the fixed cost
-        of a call (a one-node model costs ~100 gas for a call of microseconds) are priced here."""
-        io_bytes = sum(_sample_bytes(s) for s in self.inputs + self.outputs)
-        return CALL_BASE_GAS + self.gas * batch + GAS_PER_IO_BYTE * io_bytes * batch
+        """What a call through the chain pays (docs/chain.md; docs/spec.md 16.2), under the gas schedule of
+        the model's opset (cvm.gas.call_gas): the model's gas for `batch` samples, a charge per byte of input
+        read and output written, and a fixed charge once. The model's gas prices its nodes; the inputs (a
+        2^24-element input may feed one output) and the fixed cost of a call (a one-node model costs ~100
+        gas for a call of microseconds) are priced here."""
+        return schedule_call_gas(self, batch)
 
     def run(self, inputs, backend: str = "numba", gas_limit: int | None = None, **options):
         """Integers in, integers out. Inputs: an array (one input) or a dict; outputs likewise."""

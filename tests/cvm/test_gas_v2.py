@@ -98,7 +98,7 @@ def test_call_gas_per_schedule():
     io = sample_io_bytes(v1)
     for batch in (1, 5):
         assert call_gas(v1, batch) == v1.call_gas(batch) == CALL_BASE_GAS + v1.gas * batch + GAS_PER_IO_BYTE * io * batch
-        assert call_gas(v3, batch) == gas_v2.CALL + v3.gas * batch + -(-io * batch * gas_v2.IO_NUM // gas_v2.IO_DEN)
+        assert call_gas(v3, batch) == v3.call_gas(batch) == gas_v2.CALL + v3.gas * batch + -(-io * batch * gas_v2.IO_NUM // gas_v2.IO_DEN)
 
 
 def test_precompile_charges_the_models_own_schedule():
