@@ -60,6 +60,11 @@ contract BatchedOracle is OracleCore {
         bytes32 salt;
     }
 
+    struct Refund {
+        address requester;
+        uint128 fee;
+    }
+
     /// A request's disputes, kept apart from its round: the game reports without the round.
     struct Disputes {
         uint8 open;
@@ -79,9 +84,15 @@ contract BatchedOracle is OracleCore {
     /// The revealers of each disputed vote, recorded when the dispute opens: the game's verdict slashes them.
     mapping(uint256 => mapping(bytes32 => address[])) private _voters;
     mapping(uint256 => mapping(address => bool)) public slashedIn; // request -> operator -> its bond taken
-    mapping(uint256 => uint256) private _refunds; // the fee of an expired request, credited to its requester
+    mapping(uint256 => Refund) private _refunds; // expired requests: whose fee was credited back
 
-    event RoundUpdated(uint256 indexed requestId, Round round);
+    /// The request being called back, for `requesterOf` (the consumer's check) during its callback.
+    uint256 private transient _callingBack;
+    address private transient _callingBackRequester;
+
+    /// The new round, packed (`_packed`): 172 bytes, then 20 per committer and 32 per word. Less than
+    /// half of its ABI encoding, and log data costs 8 gas a byte.
+    event RoundUpdated(uint256 indexed requestId, bytes round);
 
     error StaleRound(uint256 requestId);
     error BadSignature(uint256 index);
@@ -120,7 +131,7 @@ contract BatchedOracle is OracleCore {
         if (msg.value < required) revert FeeTooLow(msg.value, required);
         if (input.length != inputBytes) revert InputLengthMismatch(input.length, inputBytes);
 
-        requestId = ++requestCount;
+        requestId = _newRequestId();
         Round memory r;
         r.modelHash = modelHash;
         r.inputHash = keccak256(input);
@@ -221,8 +232,7 @@ contract BatchedOracle is OracleCore {
         }
         cs[index] = operator;
         ws[index] = commitment;
-        r.bondedMask |= uint16(1 << index);
-        emit Committed(requestId, operator);
+        r.bondedMask |= uint16(1 << index); // no Committed event: RoundUpdated lists the committers
         if (index + 1 == committeeSize) emit RevealPhaseOpened(requestId);
     }
 
@@ -309,7 +319,7 @@ contract BatchedOracle is OracleCore {
         r.settled = true;
         if (r.status == Status.Pending) {
             r.status = Status.Expired;
-            _refunds[requestId] = r.fee;
+            _refunds[requestId] = Refund(r.requester, r.fee);
             _credit(r.requester, r.fee);
             emit Expired(requestId);
         }
@@ -374,7 +384,14 @@ contract BatchedOracle is OracleCore {
 
     /// The fee refunded to the requester of an expired request (zero otherwise).
     function refundOf(uint256 requestId) external view returns (uint256) {
-        return _refunds[requestId];
+        return _refunds[requestId].fee;
+    }
+
+    /// Who made the request: known while its callback runs, and once it expired (no record is kept
+    /// otherwise; the round has it).
+    function requesterOf(uint256 requestId) external view override returns (address) {
+        if (requestId != 0 && requestId == _callingBack) return _callingBackRequester;
+        return _refunds[requestId].requester;
     }
 
     /// InferenceOracle.isDrawn for a round: may `operator` commit to it.
@@ -397,7 +414,23 @@ contract BatchedOracle is OracleCore {
 
     function _store(uint256 requestId, Round memory r) private {
         _rounds[requestId] = _key(r);
-        emit RoundUpdated(requestId, r);
+        emit RoundUpdated(requestId, _packed(r));
+    }
+
+    /// modelHash, inputHash (32 each), requester, callback (20), fee, totalStake (16), requestBlock,
+    /// commitDeadline, challengeWindow (8), outputBytes (4), status, settled (1), revealedMask,
+    /// bondedMask, agreedMask (2), the committer count (1), then the committers (20 each) and the
+    /// words (32 each); big-endian (cvm/chain/batch.py `unpack_round`).
+    function _packed(Round memory r) private pure returns (bytes memory out) {
+        out = abi.encodePacked(r.modelHash, r.inputHash, r.requester, r.callback, r.fee, r.totalStake);
+        out = abi.encodePacked(out, r.requestBlock, r.commitDeadline, r.challengeWindow, r.outputBytes,
+            uint8(r.status), r.settled);
+        uint256 n = r.committers.length;
+        out = abi.encodePacked(out, r.revealedMask, r.bondedMask, r.agreedMask, uint8(n));
+        for (uint256 i = 0; i < n; i++) {
+            out = abi.encodePacked(out, r.committers[i]);
+        }
+        out = abi.encodePacked(out, r.words);
     }
 
     function _seat(uint256 requestId, Round memory r, address operator) private pure returns (uint256 i) {
@@ -485,7 +518,11 @@ contract BatchedOracle is OracleCore {
         }
         _store(requestId, r);
         emit Finalized(requestId, outputHash, output);
-        if (r.callback != address(0)) _callback(requestId, r.callback, r.modelHash, output);
+        if (r.callback != address(0)) {
+            (_callingBack, _callingBackRequester) = (requestId, r.requester);
+            _callback(requestId, r.callback, r.modelHash, output);
+            (_callingBack, _callingBackRequester) = (0, address(0));
+        }
     }
 
     /// At settle or finalize: committers that never revealed are slashed, the others' bonds released;
@@ -518,7 +555,8 @@ contract BatchedOracle is OracleCore {
         if (r.bondedMask & bit == 0) return;
         r.bondedMask &= ~bit;
         Operator storage op = _operators[r.committers[i]];
-        op.locked = op.locked > slashAmount ? op.locked - slashAmount : 0;
+        uint128 locked = op.locked;
+        op.locked = locked > slashAmount ? locked - slashAmount : 0;
     }
 
     /// Takes the bond (or what is left of the stake) once per request and operator: half to `winner`

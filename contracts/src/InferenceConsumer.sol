@@ -6,10 +6,11 @@ import {IInferenceConsumer} from "./IInferenceConsumer.sol";
 
 /// @title InferenceConsumer
 /// @notice The base a contract inherits to use the oracle safely. It
-///   - sends requests (`_requestInference`) and remembers each request id with its model;
-///   - accepts a callback only from the oracle, only for a request it made and still waits for, and
-///     only for the model it asked for (anyone can name any contract as a callback: a consumer that
-///     checked msg.sender alone would take results it never asked for);
+///   - sends requests (`_requestInference`), storing nothing per request;
+///   - accepts a callback only from the oracle and only for a request it made (`oracle.requesterOf`;
+///     the oracle calls back once per request, with the model the request named): anyone can name
+///     any contract as a callback, and a consumer that checked msg.sender alone would take results it
+///     never asked for;
 ///   - pulls back the fee of an expired request (`reclaimExpired`, settling it first if due) and
 ///     hands it to `_onRefund` (the oracle credits refunds to the requester: this contract).
 /// An inheriting contract implements `_onResult` and `_onRefund`:
@@ -24,15 +25,14 @@ import {IInferenceConsumer} from "./IInferenceConsumer.sol";
 ///     }
 abstract contract InferenceConsumer is IInferenceConsumer {
     InferenceOracle public immutable oracle;
-    /// The model of each request this contract made and that was neither answered nor refunded (one
-    /// slot a request; its fee is the oracle's record).
-    mapping(uint256 => bytes32) public pending;
+    /// Expired requests whose fee this contract took back. Nothing is stored per request otherwise:
+    /// the oracle says who made a request (`requesterOf`), and calls back once per request.
+    mapping(uint256 => bool) public reclaimed;
     /// Refunds pulled from the oracle and not yet handed to `_onRefund` (other expired requests').
     uint256 public refundPool;
 
     error NotOracle(address caller);
     error UnknownRequest(uint256 requestId);
-    error WrongModel(bytes32 got, bytes32 expected);
     error NotExpired(uint256 requestId);
 
     constructor(InferenceOracle oracle_) {
@@ -51,27 +51,24 @@ abstract contract InferenceConsumer is IInferenceConsumer {
         requestId = challengeWindow == 0
             ? oracle.request{value: fee}(modelHash, input, address(this))
             : oracle.requestWithWindow{value: fee}(modelHash, input, address(this), challengeWindow);
-        pending[requestId] = modelHash;
     }
 
-    function onInferenceResult(uint256 requestId, bytes32 modelHash, bytes calldata output) external {
+    /// The oracle names the request's model; a request this contract made has the model it asked for.
+    function onInferenceResult(uint256 requestId, bytes32, bytes calldata output) external {
         if (msg.sender != address(oracle)) revert NotOracle(msg.sender);
-        bytes32 asked = pending[requestId];
-        if (asked == bytes32(0)) revert UnknownRequest(requestId);
-        if (asked != modelHash) revert WrongModel(modelHash, asked);
-        delete pending[requestId];
+        if (oracle.requesterOf(requestId) != address(this)) revert UnknownRequest(requestId);
         _onResult(requestId, output);
     }
 
     /// Takes back the fee of a request that expired (settling it first when that is due) and passes
     /// it to `_onRefund`. Anyone may call it.
     function reclaimExpired(uint256 requestId) public {
-        if (pending[requestId] == bytes32(0)) revert UnknownRequest(requestId);
         if (oracle.statusOf(requestId) == OracleCore.Status.Pending) {
-            try oracle.settle(requestId) {} catch {} // not due yet: NotExpired below
+            try oracle.settle(requestId) {} catch {} // not due yet (BatchedOracle: settled with its round): NotExpired
         }
         if (oracle.statusOf(requestId) != OracleCore.Status.Expired) revert NotExpired(requestId);
-        delete pending[requestId];
+        if (reclaimed[requestId] || oracle.requesterOf(requestId) != address(this)) revert UnknownRequest(requestId);
+        reclaimed[requestId] = true;
         uint256 owed = oracle.claimable(address(this));
         if (owed > 0) {
             refundPool += owed;

@@ -70,15 +70,16 @@ abstract contract OracleCore {
 
     /// A request as `getRequest` shows it (the stored layout, `Stored`, is packed for gas).
 
-    /// Two slots, both nonzero once staked: the bonds share the stake's, the fees earned the deposit
-    /// block's. Locking a bond at commit and crediting a fee at finalisation then rewrite a slot
-    /// (2,900 gas) instead of filling an empty one (20,000).
+    /// Two slots, both nonzero once staked. The draw reads the first; a commit locks its bond in the
+    /// second, and finalisation releases the bond and credits the fee in that same slot: one rewrite
+    /// (2,900 gas) per payee. `earned` holds 1 + the unclaimed fees from the first deposit on, so that
+    /// slot never empties and a bond never pays 20,000 to fill it.
     struct Operator {
         uint128 stake;
-        uint128 locked; // bonds of open requests
         uint64 unlockTime; // zero while active; set by requestUnstake
         uint64 stakedAt; // block of the last deposit: counts for requests of later blocks only
-        uint128 earned; // fees and rewards not yet claimed (part of `claimable`)
+        uint128 locked; // bonds of open requests
+        uint128 earned; // 1 + fees and rewards not yet claimed (part of `claimable`); 0 without a record
     }
 
     uint256 public constant MAX_COMMITTEE = 16;
@@ -107,7 +108,9 @@ abstract contract OracleCore {
     uint32 public immutable callbackGasLimit;
     address public immutable treasury;
 
-    uint256 public requestCount;
+    /// The next request id; nonzero from deployment, so a request rewrites it (2,900) instead of the
+    /// first one filling it (20,000).
+    uint256 private _nextRequestId = 1;
     uint256 public totalStake; // stake of active operators (stake >= minStake, not leaving)
     mapping(uint256 => mapping(bytes32 => bool)) public refuted; // votes a dispute proved wrong
     mapping(uint256 => mapping(bytes32 => bool)) public disputed; // keccak(vote, vote) pairs already disputed
@@ -228,6 +231,7 @@ abstract contract OracleCore {
         if (op.unlockTime != 0) revert OperatorLeaving(msg.sender);
         _setStake(op, op.stake + uint128(msg.value));
         op.stakedAt = uint64(block.number);
+        if (op.earned == 0) op.earned = 1; // the record's mark (see Operator)
         emit Staked(msg.sender, msg.value, op.stake);
     }
 
@@ -249,7 +253,7 @@ abstract contract OracleCore {
         if (block.timestamp < op.unlockTime) revert StakeLocked(op.unlockTime);
         if (op.locked != 0) revert BondsLocked(op.locked);
         uint256 amount = op.stake;
-        _claimable[msg.sender] += op.earned;
+        _claimable[msg.sender] += _earned(op);
         delete _operators[msg.sender];
         emit StakeWithdrawn(msg.sender, amount);
         _send(msg.sender, amount);
@@ -271,7 +275,26 @@ abstract contract OracleCore {
 
     /// What `claim` pays `account`: fees, rewards and refunds credited to it.
     function claimable(address account) public view returns (uint256) {
-        return _claimable[account] + _operators[account].earned;
+        return _claimable[account] + _earned(_operators[account]);
+    }
+
+    /// How many requests were made.
+    function requestCount() external view returns (uint256) {
+        return _nextRequestId - 1;
+    }
+
+    /// The consumer's check: who made the request. InferenceOracle reads its record; BatchedOracle,
+    /// which keeps none, answers for the request it is calling back and for expired ones.
+    function requesterOf(uint256 requestId) external view virtual returns (address);
+
+    function _newRequestId() internal returns (uint256 id) {
+        id = _nextRequestId;
+        _nextRequestId = id + 1;
+    }
+
+    function _earned(Operator storage op) internal view returns (uint256) {
+        uint256 e = op.earned;
+        return e == 0 ? 0 : e - 1;
     }
 
     /// The least fee a request for this model pays: minFee + feePerGas * (registered CVM gas)
@@ -292,10 +315,10 @@ abstract contract OracleCore {
     function _claim() internal {
         uint256 amount = _claimable[msg.sender];
         Operator storage op = _operators[msg.sender];
-        amount += op.earned;
+        amount += _earned(op);
         if (amount == 0) revert NothingToClaim(msg.sender);
         _claimable[msg.sender] = 0;
-        op.earned = 0;
+        if (op.earned > 1) op.earned = 1;
         emit Claimed(msg.sender, amount);
         _send(msg.sender, amount);
     }
@@ -363,7 +386,7 @@ abstract contract OracleCore {
     /// bond is released), else to `_claimable`.
     function _credit(address account, uint256 amount) internal {
         Operator storage op = _operators[account];
-        if (op.stake != 0) op.earned += uint128(amount);
+        if (op.earned != 0) op.earned += uint128(amount); // has a record (see Operator)
         else _claimable[account] += amount;
     }
 
@@ -486,7 +509,7 @@ contract InferenceOracle is OracleCore {
         if (msg.value < required) revert FeeTooLow(msg.value, required);
         if (input.length != inputBytes) revert InputLengthMismatch(input.length, inputBytes);
 
-        requestId = ++requestCount;
+        requestId = _newRequestId();
         Stored storage r = _requests[requestId];
         r.modelHash = modelHash;
         r.inputHash = keccak256(input);
@@ -669,6 +692,10 @@ contract InferenceOracle is OracleCore {
 
     function statusOf(uint256 requestId) external view returns (Status) {
         return _requests[requestId].status;
+    }
+
+    function requesterOf(uint256 requestId) external view override returns (address) {
+        return _requests[requestId].requester;
     }
 
     /// The fee refunded to the requester of an expired request (zero otherwise; BatchedOracle has it too).

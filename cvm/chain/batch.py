@@ -23,6 +23,11 @@ ROUND_FIELDS = ("modelHash", "inputHash", "requester", "callback", "fee", "total
                 "commitDeadline", "challengeWindow", "outputBytes", "status", "settled", "revealedMask",
                 "bondedMask", "agreedMask", "committers", "words")
 LOG_CHUNK = 2_000
+# BatchedOracle._packed: (field, bytes) of the fixed part, big-endian
+PACKED = (("modelHash", 32), ("inputHash", 32), ("requester", 20), ("callback", 20), ("fee", 16),
+          ("totalStake", 16), ("requestBlock", 8), ("commitDeadline", 8), ("challengeWindow", 8),
+          ("outputBytes", 4), ("status", 1), ("settled", 1), ("revealedMask", 2), ("bondedMask", 2),
+          ("agreedMask", 2))
 
 
 class StaleRound(RuntimeError):
@@ -81,6 +86,30 @@ class Round:
         return None if mask == 0 else self.word((mask & -mask).bit_length() - 1)
 
 
+def unpack_round(request_id: int, data: bytes) -> Round:
+    """A RoundUpdated log's round (BatchedOracle._packed)."""
+    fields, at = {}, 0
+    for name, size in PACKED:
+        raw = data[at:at + size]
+        at += size
+        if name in ("modelHash", "inputHash"):
+            fields[name] = raw
+        elif name in ("requester", "callback"):
+            fields[name] = Web3.to_checksum_address(raw)
+        elif name == "settled":
+            fields[name] = raw != b"\0"
+        else:
+            fields[name] = int.from_bytes(raw, "big")
+    n = data[at]
+    at += 1
+    fields["committers"] = [Web3.to_checksum_address(data[at + 20 * i:at + 20 * i + 20]) for i in range(n)]
+    at += 20 * n
+    fields["words"] = [data[at + 32 * i:at + 32 * i + 32] for i in range(n)]
+    if at + 32 * n != len(data):
+        raise ValueError(f"a packed round of {n} committers is {at + 32 * n} bytes, not {len(data)}")
+    return Round(request_id, fields)
+
+
 def latest_round(oracle: Contract, request_id: int, from_block: int = 0) -> Round:
     """The request's round from its last RoundUpdated log, checked against the stored word."""
     stored = bytes(oracle.functions.roundKey(request_id).call())
@@ -97,7 +126,7 @@ def latest_round(oracle: Contract, request_id: int, from_block: int = 0) -> Roun
         start = end + 1
     if found is None:
         raise StaleRound(f"no RoundUpdated log of request {request_id} yet")
-    r = Round(request_id, dict(found["args"]["round"]))
+    r = unpack_round(request_id, bytes(found["args"]["round"]))
     if bytes(oracle.functions.keyOf(r.call).call()) != stored:
         raise StaleRound(f"the last RoundUpdated log of request {request_id} is not the stored round yet")
     return r
@@ -108,7 +137,7 @@ def round_from_receipt(oracle: Contract, receipt) -> Round:
     from web3.logs import DISCARD
 
     ev = oracle.events.RoundUpdated().process_receipt(receipt, errors=DISCARD)[-1]
-    return Round(ev["args"]["requestId"], dict(ev["args"]["round"]))
+    return unpack_round(ev["args"]["requestId"], bytes(ev["args"]["round"]))
 
 
 def commit_digest(chain_id: int, oracle: str, request_id: int, commitment: bytes) -> bytes:
@@ -150,8 +179,9 @@ def opening_tuple(operator: str, output_hash: bytes, trace_root: bytes, salt: by
     return (operator, output_hash, trace_root, salt)
 
 
-def deploy_batched_oracle(w3: Web3, account: LocalAccount, config: OracleConfig = OracleConfig()) -> Deployment:
+def deploy_batched_oracle(w3: Web3, account: LocalAccount, config: OracleConfig | None = None) -> Deployment:
     """A ModelRegistry and a BatchedOracle (with its DisputeGame) configured like deploy_oracle's."""
     registry, r1 = deploy(w3, account, "ModelRegistry")
+    config = config or OracleConfig()
     oracle, r2 = deploy(w3, account, "BatchedOracle", registry.address, config.as_tuple(account.address))
     return Deployment(registry, oracle, {"ModelRegistry": r1, "BatchedOracle": r2})

@@ -250,6 +250,10 @@ class Operator(JobDB):
             return  # every bond of this stake is locked in open requests: wait for one to close
         if job.salt is None and not self._compute(job):
             return
+        self._send_commit(job, chain)
+
+    def _send_commit(self, job: Job, chain: OnChain) -> None:
+        """The commit transaction (cvm/chain/batch_node.py signs it for an aggregator instead)."""
         # an explicit limit, not an estimate: some nodes (anvil) estimate in the latest block, which may be
         # the request's own, whose hash (the draw's seed) is not known inside it
         self._submit(job, "commit", self.oracle.functions.commit(job.request_id, self.commitment(job)), COMMIT_GAS)
@@ -268,6 +272,10 @@ class Operator(JobDB):
             return
         if chain.commits < chain.committee and chain.now <= chain.req["commitDeadline"]:  # InferenceOracle.revealOpen
             return  # waiting for the other commits or the commit deadline
+        self._send_reveal(job, chain)
+
+    def _send_reveal(self, job: Job, chain: OnChain) -> None:
+        """The reveal transaction (cvm/chain/batch_node.py posts the opening for an aggregator instead)."""
         call = self.oracle.functions.reveal(job.request_id, job.output_hash, job.trace_root, job.salt, job.output)
         self._submit(job, "reveal", call, self.reveal_gas(job))
 

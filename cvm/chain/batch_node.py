@@ -1,0 +1,214 @@
+"""The node operator for BatchedOracle: cvm/chain/node.py's loop, SQLite rows and restart safety, with
+the commit signed and the opening posted to a relay (cvm/chain/relay.py) instead of sent, and the
+committee's aggregator submitting them together.
+
+    python -m cvm.chain.batch_node --rpc URL --key KEY --oracle ADDR --models DIR --relay http://127.0.0.1:8600
+
+Who aggregates: the commits, the node with the lowest address among the signed commits on the relay;
+the openings, the committer with the lowest address among the openings on the relay. Each submits
+when it holds every seat's message (n commits; every committer's opening), or a quorum of equal
+openings, or MARGIN seconds before the deadline with what it holds. A node whose commit or opening
+is not on chain FALLBACK seconds before the deadline sends it itself (BatchedOracle.commit / reveal
+with one opening): a relay or an aggregator that drops it costs that node one transaction, not its
+seat. Without --relay every member commits and reveals alone.
+
+Not done here: the node does not dispute on a batched round (BatchedOracle.openDispute takes the
+round; cvm/chain/disputant.py plays InferenceOracle's) and relies on its operator to do so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import urllib.request
+
+from web3 import Web3
+
+from cvm.chain.batch import (
+    Round, StaleRound, latest_round, opening_tuple, sign_commit, signed_commit_tuple,
+)
+from cvm.chain.contracts import contract_at
+from cvm.chain.node import Operator
+from cvm.chain.protocol import Job, OnChain
+from cvm.chain.sender import Sender
+from cvm.chain.states import COMMITTED, Status
+
+log = logging.getLogger("cvm.node")
+
+MARGIN = 0.5  # of a window: the aggregator submits what it holds once this much of it is left
+FALLBACK = 0.25  # of a window: a member whose message is not on chain sends it itself
+BATCH_COMMIT_GAS = 120_000  # commitSigned: base, plus this per signed commit
+OPENING_GAS = 40_000  # reveal: revealGas, plus this per opening
+
+
+class BatchedOperator(Operator):
+    def __init__(self, *args, relay: str | None = None, **kw):
+        kw["disputes"] = False  # see the module's docstring
+        super().__init__(*args, **kw)
+        self.oracle = contract_at(self.w3, "BatchedOracle", self.oracle.address)
+        self.sender = Sender(self.w3, self.account, self.db, self.oracle.abi)
+        self.relay = relay.rstrip("/") if relay else None
+        self.chain_id = self.w3.eth.chain_id
+        self.commit_window = self.oracle.functions.commitWindow().call()
+        self.reveal_window = self.oracle.functions.revealWindow().call()
+        self.quorum = self.oracle.functions.quorum().call()
+        self._rounds: dict[int, Round] = {}
+        self._request_block: dict[int, int] = {}
+
+    # ------------------------------------------------------------ the chain
+
+    def _read_chain(self, job: Job) -> OnChain:
+        rid = job.request_id
+        if rid not in self._request_block:
+            logs = self.oracle.events.InferenceRequested().get_logs(from_block=0, argument_filters={"requestId": rid})
+            self._request_block[rid] = logs[0]["blockNumber"] if logs else 0
+        try:
+            r = latest_round(self.oracle, rid, from_block=self._request_block[rid])
+        except StaleRound as e:  # not indexed yet: this step waits
+            raise ConnectionError(str(e)) from e
+        self._rounds[rid] = r
+        f = r.fields
+        req = {"commitDeadline": f["commitDeadline"], "revealDeadline": r.reveal_deadline(self.reveal_window),
+               "requestBlock": f["requestBlock"], "totalStake": f["totalStake"],
+               "challengeWindow": f["challengeWindow"], "commits": len(r.committers)}
+        me = self.account.address
+        return OnChain(req, r.status, len(r.committers), self.committee_size, r.commitment_of(me) or bytes(32),
+                       r.vote_of(me) or bytes(32), self._now)
+
+    # ------------------------------------------------------------ the relay
+
+    def _relay(self, path: str, body: dict | None = None) -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.relay + path, data=data, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def _board(self, rid: int) -> dict:
+        return self._relay(f"/round?oracle={self.oracle.address}&requestId={rid}")
+
+    # ------------------------------------------------------------ commits
+
+    def _send_commit(self, job: Job, chain: OnChain) -> None:
+        r = self._rounds[job.request_id]
+        left = chain.req["commitDeadline"] - chain.now
+        if self.relay is None or left <= FALLBACK * self.commit_window:
+            self._submit(job, "commit", self.oracle.functions.commit(job.request_id, r.call, self.commitment(job)),
+                         BATCH_COMMIT_GAS * 2)
+            return
+        signed = sign_commit(self.account, self.chain_id, self.oracle.address, job.request_id, self.commitment(job))
+        self._relay("/commit", {**signed, "oracle": self.oracle.address, "chainId": self.chain_id,
+                                "requestId": job.request_id})
+        commits = [c for c in self._board(job.request_id)["commits"] if c["operator"] not in r.committers]
+        if not commits or min(c["operator"].lower() for c in commits) != self.account.address.lower():
+            return  # another node aggregates; the fallback above covers it failing
+        seats = self.committee_size - len(r.committers)
+        if len(commits) < seats and left > MARGIN * self.commit_window:
+            return  # wait for the rest of the committee
+        commits = sorted(commits, key=lambda c: c["operator"].lower())[:seats]
+        call = self.oracle.functions.commitSigned(job.request_id, r.call, [signed_commit_tuple(c) for c in commits])
+        self._submit(job, "commit-batch", call, BATCH_COMMIT_GAS * (1 + len(commits)))
+        log.info("%s: request %d: %d signed commits sent together", self.name, job.request_id, len(commits))
+
+    # ------------------------------------------------------------ reveals
+
+    def _send_reveal(self, job: Job, chain: OnChain) -> None:
+        r = self._rounds[job.request_id]
+        me = self.account.address
+        left = chain.req["revealDeadline"] - chain.now
+        mine = opening_tuple(me, job.output_hash, job.trace_root, job.salt)
+        if self.relay is None or left <= FALLBACK * self.reveal_window:
+            self._submit(job, "reveal", self.oracle.functions.reveal(job.request_id, r.call, [mine], job.output),
+                         self.reveal_gas(job) + OPENING_GAS)
+            return
+        self._relay("/open", {"oracle": self.oracle.address, "requestId": job.request_id, "operator": me,
+                              "outputHash": "0x" + job.output_hash.hex(), "traceRoot": "0x" + job.trace_root.hex(),
+                              "salt": "0x" + job.salt.hex(), "output": "0x" + job.output.hex()})
+        # openings of my output that are still unrevealed on chain (others' outputs go in their own batches)
+        same = [o for o in self._board(job.request_id)["openings"]
+                if o["output"] == "0x" + job.output.hex() and r.commitment_of(o["operator"]) is not None]
+        if not same or min(o["operator"].lower() for o in same) != me.lower():
+            return  # another committer aggregates
+        same = sorted(same, key=lambda o: o["operator"].lower())
+        agreeing = [o for o in same
+                    if o["outputHash"] == "0x" + job.output_hash.hex() and o["traceRoot"] == "0x" + job.trace_root.hex()]
+        needed = self.quorum - r.votes(self._vote(job))
+        if r.status == Status.PENDING and not r.fields["challengeWindow"] and 0 < needed <= len(agreeing):
+            batch = agreeing[:needed]  # the finalising batch: just the quorum (later ones: bond back, no fee)
+        elif r.status == Status.FINALIZED or left <= MARGIN * self.reveal_window or \
+                len(same) >= sum(r.commitment_of(a) is not None for a in r.committers):
+            batch = same
+        else:
+            return  # wait for a quorum of this output, every committer's opening, or the margin
+        openings = [opening_tuple(Web3.to_checksum_address(o["operator"]), bytes.fromhex(o["outputHash"][2:]),
+                                  bytes.fromhex(o["traceRoot"][2:]), bytes.fromhex(o["salt"][2:])) for o in batch]
+        call = self.oracle.functions.reveal(job.request_id, r.call, openings, job.output)
+        self._submit(job, "reveal-batch", call, self.reveal_gas(job) + OPENING_GAS * len(openings))
+        log.info("%s: request %d: %d openings sent together", self.name, job.request_id, len(openings))
+
+    def _vote(self, job: Job) -> bytes:
+        codec = Web3().codec
+        return Web3.keccak(codec.encode(["bytes32", "bytes32", "bytes32"],
+                                        [job.output_hash, Web3.keccak(job.output), job.trace_root]))
+
+    # ------------------------------------------------------------ closing
+
+    def _settle_step(self, job: Job, chain: OnChain) -> None:
+        r = self._rounds[job.request_id]
+        if chain.vote == bytes(32) and chain.status == Status.PENDING:  # the reveal was dropped: again
+            self._move(job, COMMITTED, reveal_tx=None)
+            return
+        everyone_revealed = all(r.revealed(i) for i in range(len(r.committers)))
+        if r.fields["settled"] or (r.status == Status.FINALIZED and everyone_revealed):
+            self._close(job, r)
+        elif chain.now > chain.req["revealDeadline"] + r.fields["challengeWindow"]:
+            if r.status == Status.PENDING and r.fields["challengeWindow"] and self._survivor(r) == chain.vote:
+                call = self.oracle.functions.finalize(job.request_id, r.call, job.output_hash, job.trace_root,
+                                                      job.output)
+                self._submit(job, "finalize", call, self.reveal_gas(job))
+            else:
+                self._submit(job, "settle", self.oracle.functions.settle(job.request_id, r.call))
+
+    def _survivor(self, r: Round) -> bytes | None:
+        votes = {r.word(i) for i in range(len(r.committers)) if r.revealed(i)}
+        votes = {v for v in votes if not self.oracle.functions.refuted(r.request_id, v).call()}
+        return votes.pop() if len(votes) == 1 else None
+
+    def _close(self, job: Job, r: Round) -> None:
+        if r.status != Status.FINALIZED:
+            self._done(job, "expired without a result", logging.WARNING)
+        elif r.result() == self._vote(job):
+            self._done(job, "finalised with our output")
+        else:
+            self._done(job, "finalised with another output", logging.ERROR)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+    from pathlib import Path
+
+    from cvm.chain.cli import _stop_on_sigterm, add_node_arguments, read_key
+    from cvm.chain.store import ModelStore
+
+    p = argparse.ArgumentParser(prog="python -m cvm.chain.batch_node", description=__doc__.splitlines()[0])
+    add_node_arguments(p)
+    p.add_argument("--relay", help="the committee's relay (python -m cvm.chain.relay); none: every step alone")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    account = read_key(args.key)
+    w3 = Web3(Web3.HTTPProvider(args.rpc))
+    db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
+    op = BatchedOperator(w3, account, args.oracle, ModelStore(args.models), db, backend=args.backend,
+                         from_block=args.from_block, confirmations=args.confirmations, relay=args.relay)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        op.run(poll_interval=args.poll)
+    except KeyboardInterrupt:
+        log.info("%s: stopped", op.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

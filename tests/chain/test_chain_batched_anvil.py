@@ -1,0 +1,103 @@
+"""A batched k = 2 of 3 round on anvil, end to end and measured: BatchedOracle, DigitGame, the relay
+(`python -m cvm.chain.relay`) and three `python -m cvm.chain.batch_node` processes on the committed
+MNIST CNN and a real test image. The round is three transactions: the request, the committee's
+three signed commits together, and the quorum's two openings together, which finalise and call
+DigitGame back; the third member's opening follows in a transaction of its own (bond back, no fee).
+Prints the gas of each and asserts the round is at most 400,000."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from chainkit import BACKEND, ROOT
+from eth_account import Account
+from test_chain_anvil import MNEMONIC, TIMEOUT, free_port, running_anvil, wait_for
+from web3.logs import DISCARD
+
+import cvm
+from cvm.chain.batch import deploy_batched_oracle, latest_round
+from cvm.chain.contracts import OracleConfig, deploy, register_model, send
+from cvm.chain.states import Status
+from cvm.chain.store import ModelStore
+
+pytestmark = [pytest.mark.chain, pytest.mark.anvil]
+
+CONFIG = OracleConfig(quorum=2, committee_size=3, commit_window=600, reveal_window=600, withdrawal_delay=86_400)
+ROUND_GAS_TARGET = 400_000  # issue 17, deliverable 4
+
+
+def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path):
+    with running_anvil(tmp_path) as (url, w3):
+        Account.enable_unaudited_hdwallet_features()
+        keys = [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(5)]
+        deployer, op_keys, player = keys[0], keys[1:4], keys[4]
+        store = ModelStore(tmp_path / "models")
+        model = store.get(store.put(ROOT / "fixtures/models/mnist_cnn.cvm"))
+        test = np.load(ROOT / "fixtures/data/mnist_cnn_test.npz")
+        x, label = model.quantize_input(test["x"][5:6]), int(test["y"][5])
+        image, y = model.encode_input(x), model.run(x, backend="reference")
+
+        dep = deploy_batched_oracle(w3, deployer, CONFIG)
+        register_model(dep.registry, deployer, model)
+        oracle = dep.oracle
+        game, _ = deploy(w3, deployer, "DigitGame", oracle.address, model.hash, 10**15, 0, value=10**17)
+        for k in op_keys:
+            send(w3, k, oracle.functions.stake(), value=CONFIG.min_stake)
+
+        port = free_port()
+        procs = []
+        logs = []
+
+        def start(args, name, env=None):
+            f = open(tmp_path / f"{name}.log", "w")
+            logs.append(tmp_path / f"{name}.log")
+            procs.append(subprocess.Popen([sys.executable, "-m", *args], stdout=f, stderr=subprocess.STDOUT,
+                                          env={**os.environ, **(env or {})}, cwd=ROOT))
+
+        try:
+            start(["cvm.chain.relay", "--port", str(port)], "relay")
+            for i, k in enumerate(op_keys):
+                start(["cvm.chain.batch_node", "--rpc", url, "--key", "env:CVM_TEST_OPERATOR_KEY", "--oracle",
+                       oracle.address, "--models", str(store.directory), "--db", str(tmp_path / f"op{i}.sqlite"),
+                       "--backend", BACKEND, "--poll", "0.2", "--relay", f"http://127.0.0.1:{port}"],
+                      f"op{i}", {"CVM_TEST_OPERATOR_KEY": k.key.hex()})
+            request = send(w3, player, game.functions.play(image, label), value=oracle.functions.feeFor(model.hash).call())
+            rid = game.events.GameStarted().process_receipt(request, errors=DISCARD)[0]["args"]["requestId"]
+            wait_for(lambda: oracle.functions.statusOf(rid).call() == Status.FINALIZED, "the request to finalise",
+                     timeout=TIMEOUT)
+            final = latest_round(oracle, rid)
+            wait_for(lambda: all(latest_round(oracle, rid).revealed(i) for i in range(3)), "the late opening",
+                     timeout=TIMEOUT)
+        except AssertionError:
+            print("\n".join(f"--- {p.name}\n{p.read_text()}" for p in logs))
+            raise
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait(timeout=10)
+
+        assert game.functions.wins(player.address).call() == 1
+        played = game.events.GamePlayed().get_logs(from_block=0)
+        assert played[0]["args"]["predicted"] == label
+        assert bytes(oracle.events.Finalized().get_logs(from_block=0)[0]["args"]["outputHash"]) == cvm.output_hash(y)
+        assert len(final.committers) == 3 and final.fields["agreedMask"].bit_count() == 2
+
+        txs = sorted({e["transactionHash"] for e in oracle.events.RoundUpdated().get_logs(
+            from_block=request["blockNumber"], argument_filters={"requestId": rid})} - {request["transactionHash"]},
+            key=lambda t: (w3.eth.get_transaction_receipt(t)["blockNumber"],
+                           w3.eth.get_transaction_receipt(t)["transactionIndex"]))
+        receipts = [w3.eth.get_transaction_receipt(t) for t in txs]
+        final_tx = oracle.events.Finalized().get_logs(from_block=request["blockNumber"])[0]["transactionHash"]
+        upto = [r for r in receipts if r["blockNumber"] <= w3.eth.get_transaction_receipt(final_tx)["blockNumber"]]
+        steps = [request["gasUsed"]] + [r["gasUsed"] for r in upto]
+        later = [r["gasUsed"] for r in receipts[len(upto):]]
+        print(f"\nBATCHED ANVIL ROUND GAS (k = 2 of 3, DigitGame callback): {sum(steps):,} "
+              f"(request, signed commits, finalising openings: {steps}); the late opening after it: {later}")
+        assert len(steps) == 3, "the round should be three transactions"
+        assert sum(steps) <= ROUND_GAS_TARGET
+        for k in op_keys:  # every bond back
+            assert oracle.functions.operators(k.address).call()[3] == 0
