@@ -76,8 +76,8 @@ class _Bound:
         self.calls = []
         for step in p.steps:
             ins = [env[n] for n in step.inputs]
-            if step.view is not None:
-                env[step.output] = step.view(ins[0])
+            if (v := step.bound_view(ins)) is not None:
+                env[step.output] = v
                 continue
             out = np.empty((batch,) + step.value.stored, step.value.dtype)
             self.nbytes += out.nbytes + batch * step.scratch

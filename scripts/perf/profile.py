@@ -26,8 +26,8 @@ def bind_steps(runner, batch: int, x: np.ndarray):
     out = []
     for step in p.steps:
         ins = [env[n] for n in step.inputs]
-        if step.view is not None:
-            env[step.output] = step.view(ins[0])
+        if (v := step.bound_view(ins)) is not None:
+            env[step.output] = v
             continue
         o = np.empty((batch,) + step.value.stored, step.value.dtype)
         out.append((step, step.bind(ins, o)))

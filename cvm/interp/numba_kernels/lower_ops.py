@@ -220,7 +220,11 @@ def lower_slice(p: Planner, index, node, attrs):
         def bind(ins, out):
             src = ins[0].reshape(-1, n, inner)
             return [(elementwise.take_axis, (src, start, step, out.reshape(src.shape[0], m, inner)))]
-        p.add("slice", [x_name], node.output, out_value, bind)
+        view = None
+        if step > 0 and out_value.dtype == x.dtype:  # (a narrower output is stored narrower: copied)
+            index_ = (slice(None),) * (a + 1) + (slice(start, start + step * (m - 1) + 1, step),)
+            view = lambda arr: arr[index_]  # noqa: E731
+        p.add("slice", [x_name], node.output, out_value, bind, view=view, view_if_contiguous=True)
         return
     index_ = (slice(None),) + tuple(map(slice, attrs["starts"], attrs["ends"], attrs["steps"]))
     _copy_step(p, node, lambda v: v[index_])

@@ -35,6 +35,16 @@ class Step:
     bind: Callable  # (inputs: list[ndarray], out: ndarray) -> list[(fn, args)]; ignored for views
     view: Callable | None = None  # (input array) -> output array, when the output is a view
     scratch: int = 0  # bytes per sample that bind() allocates besides the output (a padded copy)
+    view_if_contiguous: bool = False  # view only where it is C-contiguous (bind copies otherwise)
+
+    def bound_view(self, ins: list):
+        """The output as a view of the input, or None when bind() must run: a slice of a batch of one
+        is a contiguous piece of its input (no kernel call; a recurrent model slices every gate and
+        time step), of a larger batch a strided one, which the kernels' reshapes would copy."""
+        if self.view is None:
+            return None
+        v = self.view(ins[0])
+        return v if not self.view_if_contiguous or v.flags.c_contiguous else None
 
     def __str__(self) -> str:
         return f"{self.output} = {self.label}({', '.join(self.inputs)}) [{self.value.layout} {self.value.dtype}]"
@@ -109,8 +119,9 @@ class Planner:
     def const(self, name: str) -> np.ndarray | None:
         return self.graph.constants.get(name)
 
-    def add(self, label, inputs, output, value, bind, view=None, scratch: int = 0) -> str:
-        self.steps.append(Step(label, tuple(inputs), output, value, bind, view, scratch))
+    def add(self, label, inputs, output, value, bind, view=None, scratch: int = 0,
+            view_if_contiguous: bool = False) -> str:
+        self.steps.append(Step(label, tuple(inputs), output, value, bind, view, scratch, view_if_contiguous))
         self.values[output] = value
         return output
 
