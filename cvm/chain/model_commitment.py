@@ -26,18 +26,33 @@ from eth_hash.auto import keccak
 
 import cvm
 from cvm.chain import trace
+from cvm.chain.referee_ops import REFEREE_OPS
 from cvm.commit import encode_outputs
 from cvm.values import storage_dtype
 
-# Referee.sol's op codes. reshape and flatten keep the row-major elements: one code.
-OPS = {"conv2d": 1, "dense": 2, "add": 3, "sub": 4, "mul": 5, "div": 6, "relu": 7, "clip": 8,
-       "requant": 9, "lut": 10, "max_pool2d": 11, "reshape": 12, "flatten": 12}
+# Referee.sol's op code constants, each by the first op name that uses it (flatten shares reshape's,
+# pad and slice transpose's: referee_ops.REFEREE_OPS has every op)
+OPS: dict[str, int] = {}
+for _name, _op in REFEREE_OPS.items():
+    if _op.code not in OPS.values():
+        OPS[_name] = _op.code
 ACTIVATION_NONE = 2**256 - 1  # NodeSpec.act of a constant input
 SPEC_TYPE = "(uint256,int256[],uint256[],bytes32[],uint256[],uint256[],uint256,uint256)"
+MAX_DEPTH = 16  # DisputeGame.MAX_DEPTH: trace depth + the output's word depth + 1 must fit its moves
+# Reads of one output element the referee may make: its gas is about 1,400 per read (docs/chain.md's
+# table), so 16,384 reads keep resolveElement near 24M gas, inside a 30M-gas block with the proofs.
+MAX_REFEREE_READS = 16_384
+MAX_REFEREE_INPUTS = 256  # input positions of one node's spec (a concat may list 10^5): calldata and hashing
 
 
 class NotRefereed(ValueError):
-    """A node whose op the Solidity referee does not recompute."""
+    """A model the Solidity referee cannot judge (an op it lacks, an element past its gas budget, a
+    node past the dispute's moves): no commitment is made for it, so on a chain without the trace
+    precompile no dispute about it can start (NoRefereeCommitment) and nodes do not serve it."""
+
+
+class RefereeMismatch(cvm.CVMError):
+    """The registry's referee commitment for a model is missing or is not the model's."""
 
 
 @dataclass(frozen=True)
@@ -90,31 +105,6 @@ def _shape(model: cvm.Model, name: str) -> tuple[int, ...]:
     return tuple(model.analysis.tensors[name].shape)
 
 
-def _params(model: cvm.Model, node, attrs: dict) -> tuple[int, ...]:
-    out = tuple(model.analysis.tensors[node.output].shape)
-    xs = _shape(model, node.inputs[0])
-    if node.op == "conv2d":
-        w = _shape(model, node.inputs[1])
-        return (*xs, *out, w[2], w[3], *attrs["strides"], *attrs["pads"][:2], *attrs["dilations"], attrs["groups"])
-    if node.op == "max_pool2d":
-        return (*xs, out[1], out[2], *attrs["kernel"], *attrs["strides"], *attrs["pads"][:2], *attrs["dilations"])
-    if node.op == "dense":
-        return (xs[-1], out[-1])
-    if node.op in ("add", "sub", "mul", "div"):
-        r = len(out)
-        pad = [(1,) * (r - len(s)) + s for s in (_shape(model, n) for n in node.inputs)]
-        return (r, *out, *pad[0], *pad[1])
-    if node.op == "clip":
-        return (attrs["lo"], attrs["hi"])
-    if node.op == "requant":
-        m = _shape(model, node.inputs[1])[0]
-        stride = int(np.prod(xs[attrs["axis"] + 1:], dtype=np.int64)) if m != 1 else 1
-        return (attrs["shift"], attrs["bits"], m, stride, xs[attrs["axis"]] if m != 1 else 1)
-    if node.op == "lut":
-        return (attrs["offset"],)
-    return ()
-
-
 def node_spec(model: cvm.Model, leaf_index: int) -> NodeSpec:
     """The spec of the node that makes trace leaf `leaf_index`."""
     first = len(model.graph.inputs)
@@ -122,8 +112,11 @@ def node_spec(model: cvm.Model, leaf_index: int) -> NodeSpec:
     if not 0 <= k < len(model.graph.nodes):
         raise ValueError(f"leaf {leaf_index} is not made by a node")
     node, attrs = model.graph.nodes[k], model.analysis.attrs[k]
-    if node.op not in OPS:
-        raise NotRefereed(f"node {k} ({node.op}) has no Solidity referee")
+    if node.op not in REFEREE_OPS:
+        raise NotRefereed(f"node {k} ({node.op}): the Solidity referee has no {node.op}")
+    if len(node.inputs) > MAX_REFEREE_INPUTS:
+        raise NotRefereed(f"node {k} ({node.op}) has {len(node.inputs)} inputs, more than the referee's "
+                          f"{MAX_REFEREE_INPUTS}")
     names = trace.tensor_names(model)
     position = {name: i for i, name in enumerate(names[:leaf_index])}
     act, root, size, numel = [], [], [], []
@@ -141,8 +134,15 @@ def node_spec(model: cvm.Model, leaf_index: int) -> NodeSpec:
             size.append(_itemsize(info.bits))
             numel.append(int(np.prod(info.shape, dtype=np.int64)))
     out = model.analysis.tensors[node.output]
-    return NodeSpec(OPS[node.op], tuple(int(v) for v in _params(model, node, attrs)), tuple(act), tuple(root),
+    ref = REFEREE_OPS[node.op]
+    params = ref.params([_shape(model, n) for n in node.inputs], tuple(out.shape), attrs)
+    spec = NodeSpec(ref.code, tuple(int(v) for v in params), tuple(act), tuple(root),
                     tuple(size), tuple(numel), _itemsize(out.bits), int(np.prod(out.shape, dtype=np.int64)))
+    reads = ref.max_reads(spec.params, len(spec.act))
+    if reads > MAX_REFEREE_READS:
+        raise NotRefereed(f"node {k} ({node.op}): one output element reads {reads} elements, more than the "
+                          f"referee's {MAX_REFEREE_READS} in a block")
+    return spec
 
 
 def output_prefix(model: cvm.Model) -> bytes:
@@ -157,17 +157,20 @@ def output_prefix(model: cvm.Model) -> bytes:
 
 
 def commit(model: cvm.Model) -> Commitment:
-    """The referee commitment of a model with one input and one output. Nodes whose op has no
-    referee get a zero leaf: a dispute that reaches one of them cannot be refereed."""
+    """The referee commitment of a model with one input and one output. Raises NotRefereed, naming
+    the first node, where the referee cannot judge some node: a dispute reaching it could only time
+    out against both parties, so no commitment (and no dispute without the precompile) is better."""
     if len(model.graph.inputs) != 1:
-        raise ValueError("the referee is defined for models with one input")
+        raise NotRefereed(f"the referee is defined for models with one input, this one has {len(model.graph.inputs)}")
     names = trace.tensor_names(model)
+    depth = trace.depth_for(len(names))
     specs = {}
     for i in range(1, len(names)):
-        try:
-            specs[i] = node_spec(model, i)
-        except NotRefereed:
-            continue
+        specs[i] = spec = node_spec(model, i)
+        words = trace.depth_for(max(1, -(-spec.out_numel * spec.out_size // trace.WORD)))
+        if depth + words + 1 > MAX_DEPTH:
+            raise NotRefereed(f"node {i - 1} ({model.graph.nodes[i - 1].op}): its output's {words}-level word tree "
+                              f"and the {depth}-level trace need more than the dispute's {MAX_DEPTH} moves")
     leaves = [specs[i].leaf() if i in specs else bytes(32) for i in range(len(names))]
     return Commitment(specs, trace.merkle_levels(leaves), len(names), trace.output_leaf(model), output_prefix(model))
 
@@ -181,6 +184,46 @@ def publish(w3, registry, author, model: cvm.Model, **kw):
 
 def check_published(registry, model: cvm.Model) -> bool:
     """Whether the registry holds this model's commitment as recomputed here (an operator's check:
-    a wrong commitment would make the referee judge honest operators wrong)."""
-    on_chain = registry.functions.refereeCommitment(model.hash).call()
-    return tuple(on_chain) == commit(model).as_tuple()
+    a wrong commitment would make the referee judge honest operators wrong). False for a model the
+    referee cannot judge."""
+    try:
+        mine = commit(model)
+    except NotRefereed:
+        return False
+    return tuple(registry.functions.refereeCommitment(model.hash).call()) == mine.as_tuple()
+
+
+def has_trace_precompile(w3, model_hash: bytes) -> bool:
+    """Whether this chain's trace precompile knows the model (DisputeGame._traceInfo's test): there
+    the precompile re-executes a disputed node and the referee commitment plays no part."""
+    from cvm.chain.trace_precompile import CVM_TRACE_ADDRESS
+    try:
+        ret = w3.eth.call({"to": w3.to_checksum_address(CVM_TRACE_ADDRESS), "data": b"\x00" + bytes(model_hash)})
+    except Exception:  # a reverting or absent precompile: eth_call raises on some nodes
+        return False
+    return len(ret) == 64
+
+
+def require_served(w3, registry, model: cvm.Model, checked: set | None = None) -> None:
+    """An operator's check before it serves a model: on a chain without the trace precompile the
+    registry must hold exactly this model's referee commitment, or a dispute could not be judged (none
+    published: every disagreement goes undisputed; a wrong one: the referee judges honest operators
+    wrong). Raises RefereeMismatch with a one-line reason. `checked`: model hashes already passed
+    (a commitment is set once and never changes, so a pass is final)."""
+    if checked is not None and model.hash in checked:
+        return
+    if not has_trace_precompile(w3, model.hash):
+        short = model.hash.hex()[:12]
+        on_chain = tuple(registry.functions.refereeCommitment(model.hash).call())
+        try:
+            mine = commit(model).as_tuple()
+        except NotRefereed as e:
+            raise RefereeMismatch(f"model {short} cannot be refereed on this chain (no trace precompile): {e}") from None
+        if on_chain[0] == bytes(32):
+            raise RefereeMismatch(f"model {short} has no referee commitment in the registry (its author's "
+                                  f"commitReferee): a dispute about it could not start on this chain")
+        if on_chain != mine:
+            raise RefereeMismatch(f"model {short}: the registry's referee commitment (root "
+                                  f"{bytes(on_chain[0]).hex()[:12]}) is not the model's (root {mine[0].hex()[:12]})")
+    if checked is not None:
+        checked.add(model.hash)

@@ -4,8 +4,8 @@ elements one output element of a node reads, and their words with Merkle multipr
 DisputeGame bisects a disputed tensor down to one 32-byte word where the two parties differ, takes
 the first element of that word where they differ, and has the referee recompute it from the node's
 spec (cvm/chain/model_commitment.py) and the operands given here. The index rules below mirror
-Referee.sol's reads op by op: an element the referee reads whose word is not given reverts
-(MissingWord), so the two must agree.
+Referee.sol's reads op by op (one row per op in cvm/chain/referee_ops.py): an element the referee
+reads whose word is not given reverts (MissingWord), so the two must agree.
 """
 
 from __future__ import annotations
@@ -13,69 +13,20 @@ from __future__ import annotations
 from cvm.chain import contracts
 from cvm.chain import model_commitment as mc
 from cvm.chain import trace
+from cvm.chain.referee_ops import BY_CODE
 from cvm.chain.trace import WORD, Trace
 
 NONE = mc.ACTIVATION_NONE
 
 
-def _conv_taps(p, o, i, j):
-    C, H, W, O, OH, OW, KH, KW, sh, sw, pt, pl, dh, dw, g = p
-    cg, og = C // g, O // g
-    gi = o // og
-    xs, ws = [], []
-    for c in range(cg):
-        for u in range(KH):
-            row = i * sh + u * dh - pt
-            if not 0 <= row < H:
-                continue
-            for v in range(KW):
-                col = j * sw + v * dw - pl
-                if 0 <= col < W:
-                    xs.append(((gi * cg + c) * H + row) * W + col)
-                    ws.append(((o * cg + c) * KH + u) * KW + v)
-    return xs, ws
-
-
-def needed(spec: mc.NodeSpec, e: int) -> list[list[int]]:
-    """For each input position, the element indices the referee reads to compute output element e."""
-    op, p = spec.op, spec.params
-    if op == 1:  # conv2d
-        O, OH, OW = p[3], p[4], p[5]
-        o, rest = divmod(e, OH * OW)
-        xs, ws = _conv_taps(p, o, *divmod(rest, OW))
-        return [xs, ws] + ([[o]] if len(spec.act) == 3 else [])
-    if op == 2:  # dense
-        K, O = p
-        r, o = divmod(e, O)
-        return [list(range(r * K, r * K + K)), list(range(o * K, o * K + K))] + ([[o]] if len(spec.act) == 3 else [])
-    if op in (3, 4, 5, 6):  # broadcast binary
-        r = p[0]
-        out, a, b = p[1:1 + r], p[1 + r:1 + 2 * r], p[1 + 2 * r:1 + 3 * r]
-        idx = []
-        for dims in (a, b):
-            rem, flat, stride = e, 0, 1
-            for ax in range(r - 1, -1, -1):
-                rem, k = divmod(rem, out[ax])
-                if dims[ax] != 1:
-                    flat += k * stride
-                stride *= dims[ax]
-            idx.append([flat])
-        return idx
-    if op == 9:  # requant
-        m, stride, dim = p[2], p[3], p[4]
-        return [[e], [(e // stride) % dim if m != 1 else 0]]
-    if op == 10:  # lut: the table entry depends on the input's value; the caller adds it
-        return [[e], []]
-    if op == 11:  # max_pool2d
-        C, H, W, OH, OW, KH, KW, sh, sw, pt, pl, dh, dw = p
-        c, rest = divmod(e, OH * OW)
-        i, j = divmod(rest, OW)
-        return [[(c * H + row) * W + col
-                 for row in (i * sh + u * dh - pt for u in range(KH)) if 0 <= row < H
-                 for col in (j * sw + v * dw - pl for v in range(KW)) if 0 <= col < W]]
-    if op in (7, 8, 12):  # relu, clip, reshape/flatten
-        return [[e]]
-    raise mc.NotRefereed(f"op code {op} has no referee")
+def needed(spec: mc.NodeSpec, e: int, value=None) -> list[list[int]]:
+    """For each input position, the element indices the referee reads to compute output element e
+    (cvm/chain/referee_ops.py, the op's row). `value(pos, k)`: an input's element, for the ops whose
+    reads depend on values (lut, gather); without it their table read is left out."""
+    op = BY_CODE.get(spec.op)
+    if op is None:
+        raise mc.NotRefereed(f"op code {spec.op} has no referee")
+    return op.reads(spec.params, e, len(spec.act), value)
 
 
 def operand(data: bytes, size: int, elements: list[int]) -> tuple[list[int], list[bytes], list[bytes]]:
@@ -99,10 +50,11 @@ def element_args(t: Trace, commitment: mc.Commitment, leaf_index: int, e: int):
     spec = commitment.specs[leaf_index]
     model = t.model
     node = model.graph.nodes[leaf_index - len(model.graph.inputs)]
-    elems = needed(spec, e) if e < spec.out_numel else [[] for _ in spec.act]
-    if spec.op == 10 and e < spec.out_numel:  # lut: read the input, then the entry it selects
-        x = int(t.tensors[spec.act[0]].reshape(-1)[e])
-        elems[1] = [x - spec.params[0]]
+
+    def value(pos: int, k: int) -> int:
+        return int(t.tensors[spec.act[pos]].reshape(-1)[k])
+
+    elems = needed(spec, e, value) if e < spec.out_numel else [[] for _ in spec.act]
     ops, proofs = [], []
     for pos, name in enumerate(node.inputs):
         if spec.act[pos] == NONE:
@@ -146,9 +98,7 @@ def move(disputant, dispute_id: int, d: dict, t: Trace) -> str | None:
             send(w3, account, game.functions.resolveStep(dispute_id, data, []),
                            gas=MOVE_GAS + 40 * len(data))
             return "step"
-        c = commitment_of(t.model)
-        if index not in c.specs:
-            return None  # an op without a referee: the step times out
+        c = commitment_of(t.model)  # every node has a spec: commit refuses a model with one it cannot judge
         call = game.functions.openNode(dispute_id, c.specs[index].as_tuple(), c.proof(index))
         send(w3, account, call, gas=MOVE_GAS)
         return "open-node"
