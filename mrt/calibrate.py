@@ -58,11 +58,15 @@ def mac_inputs(graph) -> set[str]:
 def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = "absmax",
               batch_size: int = 64, percentile: float = 99.99, bits: int = 8,
               progress: bool = True, means: dict[str, np.ndarray] | None = None,
-              wide: tuple[str, ...] = (), wide_bits: int | None = None) -> dict[str, float]:
+              wide: tuple[str, ...] = (), wide_bits: int | None = None, unsigned: bool = False) -> dict[str, float]:
     """Threshold of every batched tensor of `graph` over every batch of `data`. With `means`, also
     fills it with the per-sample mean over the data of each tensor of `mac_inputs(graph)`. The
     tensors in `wide` (mixed precision) get the threshold of `wide_bits` activations: mse at 8 bits
     clips what 12 bits would keep (all-MiniLM-L6-v2: cosine 0.9933 -> 0.9978 with the same wide set).
+    With `unsigned` (QuantConfig.unsigned_activations), a tensor that is never negative on the data
+    gets the mse threshold of the 2^bits - 1 steps an unsigned activation holds, not the 2^(bits-1) - 1
+    of a signed one: sized for half the steps, mse clipped ReLU outputs harder than their step
+    warrants (VGG-16, 256 random images: centered logit cosine 0.903 -> 0.911 from this alone).
 
     Streaming: each statistic is taken from a tensor as soon as the float run makes it, and the run
     frees the tensor after its last reader, so memory holds one batch's live activations, never all
@@ -79,11 +83,14 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
     n = len(next(iter(data.values())))
     one_run = n <= batch_size  # the batch's absmax is the data's: histograms at once
     absmax: dict[str, float] = {}
+    negative: set[str] = set()  # tensors that took a negative value on the data
     hists: dict[str, np.ndarray] = {}
     wanted = mac_inputs(graph) if means is not None else set()
 
     def first(name, v):
         absmax[name] = max(absmax.get(name, 0.0), abs_max(v))
+        if unsigned and name not in negative and v.size and v.min() < 0:
+            negative.add(name)
         if name in wanted:
             means[name] = means.get(name, 0.0) + np.sum(v, axis=0, dtype=np.float64) / n
         if one_run and method != "absmax":
@@ -98,7 +105,8 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
     if not one_run:
         _run(graph, data, batch_size, second, f"calibrate ({method})", progress)
     wide = set(wide)
-    return {name: _threshold(hist, absmax[name], method, percentile, wide_bits if name in wide and wide_bits else bits)
+    return {name: _threshold(hist, absmax[name], method, percentile, wide_bits if name in wide and wide_bits else bits,
+                             unsigned and name not in negative)
             for name, hist in hists.items()}
 
 
@@ -109,12 +117,13 @@ def _run(graph, data, batch_size: int, observe, desc: str, progress: bool) -> No
         run_float(graph, batch, observe=observe)
 
 
-def _threshold(hist: np.ndarray, absmax: float, method: str, percentile: float, bits: int) -> float:
+def _threshold(hist: np.ndarray, absmax: float, method: str, percentile: float, bits: int,
+               non_negative: bool = False) -> float:
     edges = np.linspace(0, absmax or 1.0, HIST_BINS + 1)
     if method == "percentile":
         cdf = np.cumsum(hist) / max(hist.sum(), 1)
         i = int(np.searchsorted(cdf, percentile / 100.0))
         t = float(edges[min(i + 1, HIST_BINS)])
     else:
-        t = mse_threshold(hist, edges, levels=2 ** (bits - 1) - 1)
+        t = mse_threshold(hist, edges, levels=2 ** bits - 1 if non_negative else 2 ** (bits - 1) - 1)
     return min(t, absmax) or absmax

@@ -155,6 +155,8 @@ class Quantizer:
         if t.narrow:
             return t
         bits = self.act_bits(target or fname)
+        if self.cfg.unsigned_activations and self.interval(t.name)[0] >= 0:
+            bits += 1  # proven non-negative (a sum pool of ReLU outputs): 0..2^bits - 1, as _non_negative does
         return replace(self.requant(t, self.scale_of(target or fname, bits), bits, name=f"{t.name}.q"), narrow=True)
 
     def rescale_to(self, fname: str, scale: float, name: str, bits: int | None = None) -> QT:
