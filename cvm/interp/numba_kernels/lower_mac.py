@@ -239,6 +239,14 @@ def _path(p: Planner, m: Gemm) -> str:
     return path
 
 
+def merge_unsplit(calls: list) -> list:
+    """The VNNI path's two calls (padded copy, GEMM) as one when neither is split between threads."""
+    from . import vnni
+    if len(calls) == 2 and calls[0][0] is vnni.to_padded_u8 and calls[1][0] is vnni.conv_vnni:
+        return [(vnni.padded_conv_vnni, calls[0][1] + calls[1][1])]
+    return calls
+
+
 def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: dict, channel_axis: int,
                out_layout: str, label: str):
     """One MAC node and the output step fused after it: choose the path, prepare its kernel call
@@ -262,7 +270,7 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
         out2 = out.reshape(-1, g * og)
         res = residual(ostep, ins, 1, out2)
         blocks = -(-out2.shape[0] // call.block_rows)
-        return calls + [p.pool.call(call.kern, (src, *call.args, res, out2, call.geo), blocks, min_blocks)]
+        return merge_unsplit(calls + [p.pool.call(call.kern, (src, *call.args, res, out2, call.geo), blocks, min_blocks)])
 
     def emit():
         inputs = [x_name] + ([p.in_layout(ostep.residual, out_layout)] if ostep.residual is not None else [])

@@ -131,6 +131,14 @@ def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
             out_rows(s, nrows, out, r0, g * og, mult[g], mult2[g], ost, res)
 
 
+@njit(cache=True, nogil=True)
+def padded_conv_vnni(x, xp3, pt, pl, z, r0, r1, xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
+    """to_padded_u8 then conv_vnni in one call, where neither is split between threads: a small
+    dense layer (a recurrent cell's) pays one call's dispatch instead of two."""
+    to_padded_u8(x, xp3, pt, pl, z, r0, r1)
+    conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1)
+
+
 def panels(og: int) -> int:
     """16-channel weight panels for og output channels: an even number (tiles hold two)."""
     return (og + 31) // 32 * 2
