@@ -145,6 +145,11 @@ class Planner:
             c, h, w = v.chw
             return self.add("flat->nhwc", [name], out, Value(v.chw, v.dtype, v.lo, v.hi, NHWC), None,
                             view=lambda x: x.reshape(x.shape[0], h, w, c))
+        if layout == NHWC and len(v.shape) == 3:
+            from .elementwise import to_channels_last
+            h = v.shape[1]
+            return self.add("to_nhwc", [name], out, v.with_layout(NHWC),
+                            lambda ins, o: [self.pool.call(to_channels_last, (ins[0], o), o.shape[0] * h, 64)])
         if layout == NHWC:
             return self.add("to_nhwc", [name], out, v.with_layout(NHWC),
                             lambda ins, o: [(np.copyto, (o, ins[0].transpose(0, 2, 3, 1)))])
