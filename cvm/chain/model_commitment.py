@@ -204,13 +204,17 @@ def has_trace_precompile(w3, model_hash: bytes) -> bool:
     return len(ret) == 64
 
 
-def require_served(w3, registry, model: cvm.Model, checked: set | None = None) -> None:
+_SERVED: set[tuple[str, bytes]] = set()  # (registry, model hash) that passed: a commitment is set once, never changed
+
+
+def require_served(w3, registry, model: cvm.Model) -> None:
     """An operator's check before it serves a model: on a chain without the trace precompile the
     registry must hold exactly this model's referee commitment, or a dispute could not be judged (none
-    published: every disagreement goes undisputed; a wrong one: the referee judges honest operators
-    wrong). Raises RefereeMismatch with a one-line reason. `checked`: model hashes already passed
-    (a commitment is set once and never changes, so a pass is final)."""
-    if checked is not None and model.hash in checked:
+    published: no dispute can start, so a colluding majority goes unchallenged; a wrong one: the
+    referee judges honest operators wrong). Raises RefereeMismatch with a one-line reason. A pass is
+    remembered per registry and model, so the node may call this on every request."""
+    key = (registry.address, bytes(model.hash))
+    if key in _SERVED:
         return
     if not has_trace_precompile(w3, model.hash):
         short = model.hash.hex()[:12]
@@ -225,5 +229,4 @@ def require_served(w3, registry, model: cvm.Model, checked: set | None = None) -
         if on_chain != mine:
             raise RefereeMismatch(f"model {short}: the registry's referee commitment (root "
                                   f"{bytes(on_chain[0]).hex()[:12]}) is not the model's (root {mine[0].hex()[:12]})")
-    if checked is not None:
-        checked.add(model.hash)
+    _SERVED.add(key)

@@ -44,17 +44,19 @@ def first_difference(word_c: bytes, word_d: bytes, size: int) -> int:
     raise ValueError("the words do not differ")
 
 
-def element_args(t: Trace, commitment: mc.Commitment, leaf_index: int, e: int):
+def element_reads(t: Trace, spec: mc.NodeSpec, e: int) -> list[list[int]]:
+    """`needed` with the values of this trace (the table entry a lut or gather element reads)."""
+    if e >= spec.out_numel:
+        return [[] for _ in spec.act]  # padding past the tensor's end: nothing to read
+    return needed(spec, e, lambda pos, k: int(t.tensors[spec.act[pos]].reshape(-1)[k]))
+
+
+def element_args(t: Trace, spec: mc.NodeSpec, leaf_index: int, e: int):
     """DisputeGame.resolveElement's arguments after the spec: (operands, leaf proofs) for output
-    element e of the node making `leaf_index`, from this party's trace."""
-    spec = commitment.specs[leaf_index]
+    element e of the node making `leaf_index` (whose spec is `spec`), from this party's trace."""
     model = t.model
     node = model.graph.nodes[leaf_index - len(model.graph.inputs)]
-
-    def value(pos: int, k: int) -> int:
-        return int(t.tensors[spec.act[pos]].reshape(-1)[k])
-
-    elems = needed(spec, e, value) if e < spec.out_numel else [[] for _ in spec.act]
+    elems = element_reads(t, spec, e)
     ops, proofs = [], []
     for pos, name in enumerate(node.inputs):
         if spec.act[pos] == NONE:
@@ -113,7 +115,7 @@ def move(disputant, dispute_id: int, d: dict, t: Trace) -> str | None:
         c = commitment_of(t.model)
         spec = c.specs[d["index"]]
         j = first_difference(bytes(d["nodeC"]), bytes(d["nodeD"]), spec.out_size)
-        ops, proofs = element_args(t, c, d["index"], d["word"] * (WORD // spec.out_size) + j)
+        ops, proofs = element_args(t, spec, d["index"], d["word"] * (WORD // spec.out_size) + j)
         call = game.functions.resolveElement(dispute_id, spec.as_tuple(), ops, proofs)
         send(w3, account, call, gas=_estimated(disputant, call))
         return "element"

@@ -25,7 +25,7 @@ from web3.logs import DISCARD
 
 import cvm
 from cvm.chain import model_commitment as mc
-from cvm.chain import referee
+from cvm.chain import referee, referee_gas
 from cvm.chain.contracts import TxFailed, call_struct, deploy, deploy_oracle, register_model, send
 from cvm.chain.disputant import Claim, Disputant, Phase
 from cvm.chain.node import Status, commitment
@@ -94,14 +94,19 @@ def test_referee_equals_the_reference_on_every_node(embedded_referee, which):
     c = mc.commit(model)
     assert set(c.specs) == set(range(1, c.leaf_count)), "every node of these models is refereed"
     for index, spec in c.specs.items():
-        flat = t.tensors[index].reshape(-1)
-        for e in sorted({0, spec.out_numel // 2, spec.out_numel - 1}):
-            ops, _ = referee.element_args(t, c, index, e)
-            value, roots = embedded_referee.functions.evaluate(spec.as_tuple(), e, ops).call()
-            assert value == int(flat[e]), (which, index, model.graph.nodes[index - 1].op, e)
-            for pos, producer in enumerate(spec.act):
-                if producer != mc.ACTIVATION_NONE and ops[pos][0]:
-                    assert bytes(roots[pos]) == t.leaves[producer]
+        assert_referee_matches(embedded_referee, t, spec, index, sorted({0, spec.out_numel // 2, spec.out_numel - 1}))
+
+
+def assert_referee_matches(contract, t: Trace, spec: mc.NodeSpec, index: int, elements) -> None:
+    """Referee.evaluate gives the trace's value at each element, and each activation's word root."""
+    flat = t.tensors[index].reshape(-1)
+    for e in elements:
+        ops, _ = referee.element_args(t, spec, index, e)
+        value, roots = contract.functions.evaluate(spec.as_tuple(), e, ops).call()
+        assert value == int(flat[e]), (index, t.model.graph.nodes[index - 1].op, e)
+        for pos, producer in enumerate(spec.act):
+            if producer != mc.ACTIVATION_NONE and ops[pos][0]:
+                assert bytes(roots[pos]) == t.leaves[producer]
 
 
 def _reverted_with(e: Exception, signature: str) -> bool:
@@ -117,7 +122,7 @@ def test_referee_refuses_a_wrong_constant_and_a_missing_word(embedded_referee):
     t, c = run_trace(model, _sample(model)), mc.commit(model)
     index = max(c.specs, key=lambda i: sum(map(len, referee.needed(c.specs[i], 0))))
     spec = c.specs[index]
-    ops, _ = referee.element_args(t, c, index, 0)
+    ops, _ = referee.element_args(t, spec, index, 0)
     const = next(p for p, a in enumerate(spec.act) if a == mc.ACTIVATION_NONE)
     idx, words, proof = ops[const]
     bad = list(ops)
@@ -252,40 +257,14 @@ def test_one_honest_operator_beats_a_colluding_majority_on_anvil(anvil, salts):
     assert consumer.functions.lastOutput().call() == out
 
 
-def largest_nodes(models) -> list[tuple[str, cvm.Model, int]]:
-    """(model name, model, trace leaf) of the costliest node of each op over the models."""
-    best = {}
-    for path in models:
-        model = cvm.load(path)
-        for k, node in enumerate(model.graph.nodes):
-            cost = int(model.analysis.node_costs[k])
-            if node.op not in best or cost > best[node.op][0]:
-                best[node.op] = (cost, path.stem, model, k + 1)
-    return [(op, name, model, index) for op, (_, name, model, index) in sorted(best.items())]
-
-
 @pytest.mark.anvil
 def test_referee_gas_per_op_on_anvil(anvil):
     """Gas of Referee.evaluate (as a transaction) for the most expensive element of the costliest
-    node of each op in the fixture models; printed for docs/chain.md."""
+    node of each op in the fixture models; printed for docs/chain.md (cvm/chain/referee_gas.py)."""
     w3, keys = _anvil_env(anvil)
     contract, _ = deploy(w3, keys[0], "Referee")
-    rows = []
-    for op, name, model, index in largest_nodes([p for p in FIXTURES if p.exists()]):
-        t, c = run_trace(model, _sample(model)), mc.commit(model)
-        spec = c.specs[index]
-        # the element with the most reads (an interior one for windows)
-        e = max(range(0, spec.out_numel, max(1, spec.out_numel // 64)),
-                key=lambda k: sum(map(len, referee.needed(spec, k))))
-        ops, _ = referee.element_args(t, c, index, e)
-        fn = contract.functions.evaluate(spec.as_tuple(), e, ops)
-        assert fn.call()[0] == int(t.tensors[index].reshape(-1)[e])
-        gas = fn.estimate_gas({"from": keys[0].address})
-        words = sum(len(o[0]) for o in ops)
-        rows.append((op, name, index - 1, tuple(model.analysis.tensors[model.graph.nodes[index - 1].output].shape),
-                     sum(map(len, referee.needed(spec, e))), words, gas))
-        assert gas < 5_000_000
-    print("\n| op | model, node | output shape | elements read | words given | gas (evaluate tx) |")
-    print("|---|---|---|---|---|---|")
-    for op, name, k, shape, reads, words, gas in rows:
-        print(f"| {op} | {name}, node {k} | {list(shape)} | {reads} | {words} | {gas:,} |")
+    models = {p.stem: cvm.load(p) for p in FIXTURES + [ROOT / "fixtures/models/resnet_cifar.cvm"] if p.exists()}
+    rows = referee_gas.measure(contract, keys[0], models)
+    assert {r.op for r in rows} == {n.op for m in models.values() for n in m.graph.nodes}
+    assert all(r.gas < 5_000_000 for r in rows), rows
+    print("\n" + referee_gas.table(rows))
