@@ -142,7 +142,7 @@ def _calibrate(c: Conversion):
     cfg = _config(o)
     c.thresholds = calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size,
                              bits=cfg.bits, progress=o.progress, means=c.means, wide=cfg.wide_tensors,
-                             wide_bits=cfg.wide_bits, unsigned=cfg.unsigned_activations)
+                             wide_bits=cfg.wide_bits, unsigned=cfg.unsigned_activations, output_bits=cfg.output_bits)
     return "\n".join(f"{name}: {float(t):.6g}" for name, t in c.thresholds.items())
 
 

@@ -56,7 +56,7 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
         qz.q[node.outputs[0]] = rule(qz, per_sample(node))
     outputs, output_scales = [], {}
     for fname in graph.outputs:
-        scale = qz.scale_of(fname, config.output_bits)
+        scale = qz.scale_of(fname, config.output_bits) * 2 ** config.output_headroom_bits
         t = qz.requant(qz.q[fname], scale, config.output_bits, name=f"{safe_name(fname)}.out")
         outputs.append(t.name)
         output_scales[t.name] = scale

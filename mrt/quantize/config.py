@@ -32,6 +32,13 @@ class QuantConfig:
     # (2^12 x 2^7 x K < 2^31); 16 bits would split most convs and store unsigned values in int32
 
     @property
+    def output_headroom_bits(self) -> int:
+        """Graph outputs keep 2^this x their calibrated range: a forecast or logit beyond what calibration
+        saw is not clipped (the sunspots LSTM's test peak, 13% above its calibration's, lost 23.7 sunspots).
+        One of 16 bits; none when outputs have few bits (fhe: 8)."""
+        return 1 if self.output_bits >= 12 else 0
+
+    @property
     def pre_rounding(self) -> str:
         """The hook run before each rescale (mrt.quantize.prerounding.HOOKS): with a lookup budget
         (the fhe target), a wider input is first rounded into it."""
