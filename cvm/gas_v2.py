@@ -26,23 +26,33 @@ from .gas import Schedule
 ANCHOR_GAS_PER_SECOND = 60_000_000  # EIP-7904's anchor rate (https://eips.ethereum.org/EIPS/eip-7904)
 FACTOR_SCALE = 10_000  # FACTOR is gas per FACTOR_SCALE units
 
-NODE = 47  # per node: the dearest chain of nodes of a few elements each (cvm.adversarial: dense_tiny_chain)
-CALL = 146  # per call: a one-node model's call (checking the input, taking buffers, copying the output)
+NODE = 62  # per node: the dearest chain of nodes of a few elements each (cvm.adversarial: dense_tiny_chain)
+CALL = 175  # per call: a one-node model's call (checking the input, taking buffers, copying the output)
 IO_NUM, IO_DEN = 1, 16  # per input and output byte a call moves: one gas per 16 bytes, rounded up (0.055 measured)
 
 # gas per FACTOR_SCALE v1 units, op by op: the largest any calibration probe of that op needed (the
 # probe that set each: docs/performance.md, "Gas schedule v2")
 FACTOR: Mapping[str, int] = MappingProxyType({
-    "conv2d": 105, "conv_transpose2d": 81, "dense": 400, "matmul": 36,
-    "max_pool2d": 157, "sum": 512, "max": 573,
-    "add": 188, "sub": 81, "mul": 86, "div": 463, "relu": 46, "clip": 46, "requant": 17, "lut": 87,
-    "isqrt": 26, "gather": 12, "resize2d": 222,
-    "concat": 248, "pad": 98, "slice": 55, "transpose": 246, "reshape": 17, "flatten": 17,
+    "conv2d": 121, "conv_transpose2d": 84, "dense": 413, "matmul": 37,
+    "max_pool2d": 158, "sum": 514, "max": 580,
+    "add": 193, "sub": 83, "mul": 88, "div": 482, "relu": 45, "clip": 45, "requant": 16, "lut": 93,
+    "isqrt": 26, "gather": 11, "resize2d": 224,
+    "concat": 241, "pad": 106, "slice": 54, "transpose": 251, "reshape": 17, "flatten": 17,
 })
 # an op's own fixed part per node, beyond NODE (a conv's path setup: depthwise_far, 9 outputs of 256 channels)
-OP_NODE: Mapping[str, int] = MappingProxyType({"conv2d": 72})
+OP_NODE: Mapping[str, int] = MappingProxyType({"conv2d": 32, "matmul": 1})
+
+# conv2d and conv_transpose2d also pay per "lane" (a group; a depthwise conv2d, one input and one output
+# channel per group, is one lane: its kernel runs all channels at once) and output pixel, and per lane and
+# block of BLOCK_PIXELS output pixels: the portable kernels' fixed work per group and pixel, which a
+# thin conv (two output channels on a large image) or one of thousands of groups on a 1x1 map does for
+# a handful of multiply-accumulates. In gas per FACTOR_SCALE.
+BLOCK_PIXELS = 64
+LANE_PIXEL: Mapping[str, int] = MappingProxyType({"conv2d": 42573, "conv_transpose2d": 68281})
+LANE_BLOCK: Mapping[str, int] = MappingProxyType({"conv2d": 105871, "conv_transpose2d": 0})
 
 SCHEDULE_V2 = Schedule("v2", NODE, CALL, IO_NUM, IO_DEN)
+LANE_OPS = tuple(LANE_PIXEL)
 
 
 def priced(name: str, units: int) -> int:
@@ -62,9 +72,37 @@ def op_cost(name: str, v1_cost):
     return cost
 
 
+def lane_counts(name: str, x_shape, out_shape, attrs: dict) -> tuple[int, int]:
+    """(lanes x output pixels, lanes x blocks of BLOCK_PIXELS output pixels) of a conv2d /
+    conv_transpose2d node per sample; (0, 0) for other ops."""
+    if name not in LANE_OPS:
+        return 0, 0
+    groups = attrs["groups"]
+    depthwise = name == "conv2d" and x_shape[0] == groups and out_shape[0] == groups
+    lanes, pixels = 1 if depthwise else groups, out_shape[1] * out_shape[2]
+    return lanes * pixels, lanes * -(-pixels // BLOCK_PIXELS)
+
+
+def lane_gas(name: str, x_shape, out_shape, attrs: dict) -> int:
+    """The per-lane part of a conv2d / conv_transpose2d node (0 for other ops):
+    ceil((lane pixels * LANE_PIXEL + lane blocks * LANE_BLOCK) / FACTOR_SCALE) (lane_counts)."""
+    pixels, blocks = lane_counts(name, x_shape, out_shape, attrs)
+    if not pixels:
+        return 0
+    return -(-(pixels * LANE_PIXEL[name] + blocks * LANE_BLOCK[name]) // FACTOR_SCALE)
+
+
+def _with_lanes(name: str, v1_cost):
+    def cost(args, attrs, out) -> int:
+        return priced(name, v1_cost(args, attrs, out)) + lane_gas(name, args[0].shape, out, attrs)
+    cost.__doc__ = f"schedule v2 cost of {name}: priced({name!r}, v1 units) + lane_gas"
+    return cost
+
+
 def reprice(table: Mapping) -> dict:
     """{name: OpDef} of `table` with every op's cost replaced by its v2 rule; nothing else changes."""
-    return {name: dataclasses.replace(op, cost=op_cost(name, op.cost)) for name, op in table.items()}
+    return {name: dataclasses.replace(op, cost=(_with_lanes if name in LANE_OPS else op_cost)(name, op.cost))
+            for name, op in table.items()}
 
 
 def repriced(model, opset: int = 3):
@@ -89,8 +127,10 @@ def model_gas(model) -> int:
     from .ops import SCHEDULES
     if SCHEDULES[model.graph.opset] is SCHEDULE_V2:
         return model.gas
+    a = model.analysis
     return sum(NODE + priced(node.op, cost - SCHEDULE_V1.node)
-               for node, cost in zip(model.graph.nodes, model.analysis.node_costs))
+               + lane_gas(node.op, a.tensors[node.inputs[0]].shape, a.tensors[node.output].shape, attrs)
+               for node, cost, attrs in zip(model.graph.nodes, a.node_costs, a.attrs))
 
 
 def seconds_at_anchor(gas: int) -> float:

@@ -36,7 +36,7 @@ import numpy as np
 LARGE_UNITS = 1 << 15  # a probe with at least this many units per node measures an op's time per unit
 BASELINE = "conv3x3_64"  # every probe is timed relative to this one, in the same run
 # The baseline's portable one-thread time per call (its 8-sample batch) on the reference machine: the
-# project's 2-vCPU AMD EPYC development VM (AVX2, no AVX-512), thread CPU time, median of 3 runs of 64
+# project's 2-vCPU AMD EPYC (Zen 4, AVX-512) development VM, thread CPU time, median of 3 runs of 64
 # probes x 7 alternations at load average ~4.9 (other engineers' jobs), November 2026:
 # scripts/perf/results/gas_v2_calibration_epyc2_run{1,2,3}.json. (The same probe took 11,111 us on the
 # 16-core Xeon device machine at commit a67c52c, scripts/perf/results/gas_v2_calibration_xeon16.json:
@@ -104,6 +104,42 @@ PROBES = {  # name -> (per-sample input shape, builder[, input bits]): typical l
 }
 
 
+def _groups(groups, cg, og, hw, k=1):
+    def make(b, x, rng):
+        w = rng.integers(-1, 2, (groups * og, cg, k, k))
+        return b.op("conv2d", x, b.const(w), groups=groups, pads=(k // 2,) * 4)
+    return (groups * cg, hw, hw), make
+
+
+def _groups_t(groups, cg, og, hw):
+    def make(b, x, rng):
+        return b.op("conv_transpose2d", x, b.const(rng.integers(-1, 2, (groups * cg, og, 1, 1))), groups=groups)
+    return (groups * cg, hw, hw), make
+
+
+# Probes of the per-lane terms (cvm.gas_v2.LANE_PIXEL, LANE_BLOCK), at batch 1: thin convs on large maps,
+# thousands of groups on small maps, a one-channel depthwise conv, a grouped transposed conv.
+LANE_PROBES = {
+    "conv_thin_256": _groups(1, 1, 2, 256),
+    "conv_groups_1x1": _groups(4096, 1, 2, 1),
+    "conv_groups_8x8": _groups(240, 1, 2, 8),
+    "conv_groups_cg4_16x16": _groups(64, 4, 4, 16, 3),
+    "depthwise_1ch_256": _groups(1, 1, 1, 256, 3),
+    "convT_groups_1x1": _groups_t(1024, 1, 2, 1),
+    "convT_groups_8x8": _groups_t(64, 2, 2, 8),
+}
+
+
+def lane_counts(model) -> tuple[int, int]:
+    """Lane pixels and lane blocks of a model per sample (cvm.gas_v2.lane_counts summed)."""
+    from cvm import gas_v2
+    a, pixels, blocks = model.analysis, 0, 0
+    for node, attrs in zip(model.graph.nodes, a.attrs):
+        p, b = gas_v2.lane_counts(node.op, a.tensors[node.inputs[0]].shape, a.tensors[node.output].shape, attrs)
+        pixels, blocks = pixels + p, blocks + b
+    return pixels, blocks
+
+
 def _input(model, batch: int):
     spec = model.inputs[0]
     m = (1 << (spec.bits - 1)) - 1
@@ -154,6 +190,9 @@ def _rows():
     for name, (shape, make, *bits) in PROBES.items():
         model = _probe(make, shape, *bits)
         rows.append((name, model, _input(model, 8)))
+    for name, (shape, make) in LANE_PROBES.items():
+        model = _probe(make, shape)
+        rows.append((name, model, _input(model, 1)))
     return rows
 
 
@@ -173,7 +212,9 @@ def measure(rounds: int, min_sample: float, log=print) -> dict:
         per, nodes = units_by_op(model)
         io = int(x.nbytes) + sum(int(np.prod(o.shape[1:], dtype=np.int64)) * o.dtype.itemsize
                                  for o in model.outputs) * int(x.shape[0])
+        lane_pixels, lane_blocks = lane_counts(model)
         measured.append({"probe": name, "ratio": ratio, "local_s": float(np.median(t_probe)),
+                         "lane_pixels": lane_pixels, "lane_blocks": lane_blocks, "lane_probe": name in LANE_PROBES,
                          "local_baseline_s": float(np.median(t_base)), "nodes": nodes, "units": per,
                          "batch": int(x.shape[0]), "io_bytes": io})
         log(f"{name:<22} ratio {ratio:10.6f}  ({np.median(t_probe) * 1e6:10.1f} us here)  nodes {nodes:>6}  "
@@ -192,13 +233,14 @@ def _cpu_name() -> str:
 
 
 def combine(cals: list[dict]) -> dict:
-    """Several runs' measurements as one: each probe's median ratio over the runs."""
+    """Several runs' measurements as one: each probe's largest ratio over the runs (the worst case,
+    as EIP-7904 takes the slowest client: kernels that got faster between runs do not lower a price)."""
     out = dict(cals[0], runs=len(cals))
     by_name = defaultdict(list)
     for cal in cals:
         for r in cal["probes"]:
             by_name[r["probe"]].append(r)
-    out["probes"] = [dict(rs[0], ratio=float(np.median([r["ratio"] for r in rs])),
+    out["probes"] = [dict(rs[-1], ratio=float(max(r["ratio"] for r in rs)),
                           ratios=[r["ratio"] for r in rs]) for rs in by_name.values()]
     out["local_baseline_s"] = float(np.median([r["local_baseline_s"] for cal in cals for r in cal["probes"]]))
     return out
@@ -225,7 +267,7 @@ def derive(cal: dict, reference_s: float = None, anchor: float | None = None) ->
     # nodes x (NODE + factor x units per node), so that every probe is paid for in full.
     split = []
     for r in probes:
-        if r in io_bound:
+        if r in io_bound or r.get("lane_probe"):
             continue
         units = {op: u * r["batch"] for op, u in r["units"].items()}
         op = max(units, key=units.get)
@@ -238,8 +280,28 @@ def derive(cal: dict, reference_s: float = None, anchor: float | None = None) ->
         need = (rest - factor[op] * u) / r["nodes"]
         if need > fixed[op]:
             fixed[op], worst_fixed[op] = need, r["probe"]
+    # per lane: what each lane probe needs beyond its nodes, factor x units and fixed parts; the pixel
+    # term from probes of >= BLOCK_PIXELS pixels per lane (blocks then negligible), the block term the rest
+    lane_need = []
+    for r in probes:
+        if not r.get("lane_probe"):
+            continue
+        units = {op: u * r["batch"] for op, u in r["units"].items()}
+        op = max(units, key=units.get)
+        need = r["seconds"] - r["nodes"] * t_node - factor[op] * units[op] - fixed[op] * r["nodes"]
+        lane_need.append((r, max(0.0, need), r["lane_pixels"] * r["batch"], r["lane_blocks"] * r["batch"]))
+    lane = {"lane_pixel": {}, "lane_block": {}, "lane_probe": {}}
+    for op in sorted({max(r["units"], key=r["units"].get) for r, *_ in lane_need}):
+        mine = [t for t in lane_need if max(t[0]["units"], key=t[0]["units"].get) == op]
+        wide = [(n / p, r["probe"]) for r, n, p, b in mine if p >= gas_v2.BLOCK_PIXELS * b]
+        pixel_s, pixel_probe = max(wide, default=(0.0, "-"))
+        block_s, block_probe = max(((max(0.0, n - pixel_s * p) / b, r["probe"]) for r, n, p, b in mine),
+                                   default=(0.0, "-"))
+        lane["lane_pixel"][op] = math.ceil(anchor * pixel_s * gas_v2.FACTOR_SCALE)
+        lane["lane_block"][op] = math.ceil(anchor * block_s * gas_v2.FACTOR_SCALE)
+        lane["lane_probe"][op] = f"{pixel_probe} / {block_probe}"
     scale = gas_v2.FACTOR_SCALE
-    return {"anchor": anchor, "reference_s": ref, "call": math.ceil(anchor * t_call), "node": math.ceil(anchor * t_node),
+    return {**lane, "anchor": anchor, "reference_s": ref, "call": math.ceil(anchor * t_call), "node": math.ceil(anchor * t_node),
             "node_probe": max(chains, key=lambda r: r["seconds"] / r["nodes"])["probe"],
             "io_gas_per_byte": anchor * t_byte,
             "io_probe": max(io_bound, key=lambda r: r["seconds"] / r["io_bytes"])["probe"],
@@ -267,6 +329,11 @@ def cmd_constants(paths: list[str], reference_s: float | None = None) -> int:
     for op in sorted(set(d["factor"]) | set(gas_v2.FACTOR)):
         print(f"{'FACTOR ' + op:<24} {d['factor'].get(op, '-'):>10} {gas_v2.FACTOR.get(op, '-'):>10}  "
               f"{d['worst_probe'].get(op, '')}")
+    for op in sorted(d["lane_pixel"]):
+        print(f"{'LANE_PIXEL ' + op:<24} {d['lane_pixel'][op]:>10} {gas_v2.LANE_PIXEL.get(op, '-'):>10}  "
+              f"{d['lane_probe'][op].split(' / ')[0]}")
+        print(f"{'LANE_BLOCK ' + op:<24} {d['lane_block'][op]:>10} {gas_v2.LANE_BLOCK.get(op, '-'):>10}  "
+              f"{d['lane_probe'][op].split(' / ')[1]}")
     for op in sorted(set(d["op_node"]) | set(gas_v2.OP_NODE)):
         print(f"{'OP_NODE ' + op:<24} {d['op_node'].get(op, 0):>10} {gas_v2.OP_NODE.get(op, 0):>10}  "
               f"{d['worst_fixed_probe'].get(op, '')}")

@@ -1,6 +1,6 @@
 """Gas of models under schedule v1 (opsets 1, 2) and v2 (opset 3, cvm.gas_v2), and what fits a block.
 
-    python scripts/perf/gas_report.py MODEL.cvm ... [--block 30000000] [--markdown]
+    python scripts/perf/gas_report.py MODEL.cvm ... [--block 30000000] [--markdown] [--time]
 
 Per model: nodes, gas per sample under v1 and v2 (the model's own gas if it is in opset 3, else
 cvm.gas_v2.model_gas: the gas `mrt convert --opset 3` would give it), what one call of one sample pays
@@ -8,6 +8,11 @@ through the precompile under each schedule (cvm.gas.call_gas), the v2 gas in sec
 path at the anchor rate (60 Mgas/s: the portable one-thread time it prices), and whether one call fits
 a block of --block gas (a synchronous call through the precompile in one transaction; the transaction's
 own 21,000 and calldata gas are left aside). The largest model that fits is printed last.
+
+--time also runs each model on the reference path (numba portable kernels, one thread, batch 1, thread
+CPU time, median of >= 3 calls after a warm-up) and prints the rate at which what a call pays under
+v2 (call v2) pays for that time, in Mgas/s: at least the anchor (60) means the call is paid for at the
+anchor rate on this machine.
 """
 from __future__ import annotations
 
@@ -16,7 +21,29 @@ import os
 import sys
 
 
-def rows(paths):
+def portable_seconds(model, min_calls: int = 3, min_seconds: float = 1.0) -> float:
+    """Median thread CPU seconds of one batch-1 call, portable kernels, one thread."""
+    import time
+
+    import numpy as np
+    from cvm.interp import numba as nb
+    runner = nb.prepare(model.graph, model.analysis, isa="portable", threads=1)
+    rng = np.random.default_rng(0)
+    feed = {}
+    for spec in model.inputs:
+        m = (1 << (spec.bits - 1)) - 1
+        lo = 0 if any(n.op == "gather" and spec.name in n.inputs for n in model.graph.nodes) else -m
+        feed[spec.name] = rng.integers(lo, m + 1, (1, *spec.shape[1:])).astype(spec.dtype)
+    runner(feed)
+    times, start = [], time.thread_time()
+    while len(times) < min_calls or time.thread_time() - start < min_seconds and len(times) < 50:
+        t = time.thread_time()
+        runner(feed)
+        times.append(time.thread_time() - t)
+    return float(np.median(times))
+
+
+def rows(paths, timed: bool = False):
     import cvm
     from cvm import gas_v2
     from cvm.gas import SCHEDULE_V1, sample_io_bytes
@@ -32,7 +59,8 @@ def rows(paths):
         call_v2 = gas_v2.SCHEDULE_V2.call + v2 + gas_v2.SCHEDULE_V2.io_gas(io)
         yield {"model": os.path.basename(path), "opset": model.graph.opset, "nodes": len(model.graph.nodes),
                "v1": v1, "v2": v2, "call_v1": call_v1, "call_v2": call_v2,
-               "seconds": gas_v2.seconds_at_anchor(v2)}
+               "seconds": gas_v2.seconds_at_anchor(v2),
+               "measured_s": portable_seconds(model) if timed else None}
         del model
 
 
@@ -40,17 +68,18 @@ def _g(v) -> str:
     return "-" if v is None else (f"{v:,}" if v < 10_000_000 else f"{v:.3g}")
 
 
-def print_table(paths, block: int = 30_000_000, markdown: bool = False) -> list[dict]:
-    out = list(rows(paths))
+def print_table(paths, block: int = 30_000_000, markdown: bool = False, timed: bool = False) -> list[dict]:
+    out = list(rows(paths, timed))
     head = ["model", "opset", "nodes", "gas v1", "gas v2", "v2/v1", "call v1", "call v2", "v2 ms at 60 Mgas/s",
-            f"fits {block / 1e6:g}M (v1 / v2)"]
+            f"fits {block / 1e6:g}M (v1 / v2)"] + (["portable ms here", "call v2 Mgas/s here"] if timed else [])
     lines = []
     for r in out:
         fits = (f"{'-' if r['call_v1'] is None else ('yes' if r['call_v1'] <= block else 'no')} / "
                 f"{'yes' if r['call_v2'] <= block else 'no'}")
         ratio = "-" if r["v1"] is None else f"{r['v2'] / r['v1']:.3f}"
         lines.append([r["model"], str(r["opset"]), str(r["nodes"]), _g(r["v1"]), _g(r["v2"]), ratio,
-                      _g(r["call_v1"]), _g(r["call_v2"]), f"{r['seconds'] * 1e3:.3g}", fits])
+                      _g(r["call_v1"]), _g(r["call_v2"]), f"{r['seconds'] * 1e3:.3g}", fits]
+                     + ([f"{r['measured_s'] * 1e3:.3g}", f"{r['call_v2'] / r['measured_s'] / 1e6:.0f}"] if timed else []))
     if markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
@@ -74,8 +103,9 @@ def main(argv=None) -> int:
     ap.add_argument("models", nargs="+")
     ap.add_argument("--block", type=int, default=30_000_000)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--time", action="store_true", help="also time each model on the portable path (see above)")
     a = ap.parse_args(argv)
-    print_table(a.models, a.block, a.markdown)
+    print_table(a.models, a.block, a.markdown, a.time)
     return 0
 
 

@@ -59,8 +59,10 @@ def test_node_costs_follow_the_v2_formula():
     conv_units = 4 * 8 * 8 * (3 * 3 * 3 + 1)  # E(out) * (C*KH*KW MACs + 1 element), the v1 formula
     requant_units = 4 * 8 * 8 * (3 + 1)
     assert v1.analysis.node_costs == [GAS_PER_NODE + conv_units, GAS_PER_NODE + requant_units]
+    lanes = math.ceil((64 * gas_v2.LANE_PIXEL["conv2d"] + 1 * gas_v2.LANE_BLOCK["conv2d"]) / gas_v2.FACTOR_SCALE)
     assert v3.analysis.node_costs == [
-        gas_v2.NODE + gas_v2.OP_NODE["conv2d"] + math.ceil(conv_units * gas_v2.FACTOR["conv2d"] / gas_v2.FACTOR_SCALE),
+        gas_v2.NODE + gas_v2.OP_NODE["conv2d"] + math.ceil(conv_units * gas_v2.FACTOR["conv2d"] / gas_v2.FACTOR_SCALE)
+        + lanes,  # one lane (one group), 8 x 8 = 64 output pixels: one block
         gas_v2.NODE + math.ceil(requant_units * gas_v2.FACTOR["requant"] / gas_v2.FACTOR_SCALE)]
     assert gas_v2.model_gas(v1) == v3.gas
 
@@ -115,3 +117,23 @@ def test_every_opset_has_a_schedule_and_limits():
     from cvm.limits import LIMITS
     assert set(SCHEDULES) == set(OPSETS) == set(LIMITS)
     assert LIMITS[3] == LIMITS[2]
+
+
+@pytest.mark.parametrize("groups, cin, cout, lanes", [(1, 3, 4, 1), (4, 8, 8, 4), (8, 8, 8, 1), (8, 8, 16, 8)])
+def test_lanes_count_groups_except_depthwise(groups, cin, cout, lanes):
+    """A lane is a group, except that a depthwise conv (one input and one output channel per group) is
+    one lane; 10 x 10 output pixels are two blocks of 64."""
+    attrs = {"groups": groups}
+    assert gas_v2.lane_counts("conv2d", (cin, 10, 10), (cout, 10, 10), attrs) == (lanes * 100, lanes * 2)
+    assert gas_v2.lane_counts("conv_transpose2d", (cin, 5, 5), (cout, 10, 10), attrs) == (groups * 100, groups * 2)
+    assert gas_v2.lane_counts("dense", (cin,), (cout,), {}) == (0, 0)
+
+
+def test_thousands_of_groups_on_a_1x1_map_pay_per_group():
+    """The calibration's conv_groups_1x1 (4096 groups, two outputs each, 1x1): its v1 formula counts
+    16,384 units; schedule v2 charges every group its block."""
+    b = cvm.GraphBuilder(opset=3)
+    x = b.input("x", (4096, 1, 1), 8)
+    m = b.build(b.op("conv2d", x, b.const(np.ones((8192, 1, 1, 1), np.int64)), groups=4096))
+    per_group = (gas_v2.LANE_PIXEL["conv2d"] + gas_v2.LANE_BLOCK["conv2d"]) / gas_v2.FACTOR_SCALE
+    assert m.gas >= 4096 * per_group
