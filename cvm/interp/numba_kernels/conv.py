@@ -164,12 +164,20 @@ def block_taps(geo, h, w, r0, nrows):
     kh, kw, sh, sw, dh, dw, pt, pl = geo[KH], geo[KW], geo[SH], geo[SW], geo[DH], geo[DW], geo[PT], geo[PL]
     oh, ow = geo[OH], geo[OW]
     ua, ub, va, vb = kh, 0, kw, 0
-    for r in range(nrows):
-        rest = (r0 + r) % (oh * ow)
-        ulo, uhi = tap_range(rest // ow, sh, dh, pt, h, kh)
-        vlo, vhi = tap_range(rest % ow, sw, dw, pl, w, kw)
+    rest = r0 % (oh * ow)
+    i, j = rest // ow, rest % ow
+    for _ in range(nrows):  # pixels in order, no division per pixel; stops once the box is the kernel
+        ulo, uhi = tap_range(i, sh, dh, pt, h, kh)
+        vlo, vhi = tap_range(j, sw, dw, pl, w, kw)
         if ulo < uhi and vlo < vhi:
             ua, ub, va, vb = min(ua, ulo), max(ub, uhi), min(va, vlo), max(vb, vhi)
+            if ua == 0 and ub == kh and va == 0 and vb == kw:
+                break
+        j += 1
+        if j == ow:
+            j, i = 0, i + 1
+            if i == oh:
+                i = 0
     if ub <= ua:
         return 0, 0, 0, 0
     return ua, ub, va, vb
