@@ -101,3 +101,13 @@ def to_channels_last(x, out, r0, r1):
             xr = x[n, ch, y]
             for z in range(w):
                 orow[z, ch] = xr[z]
+
+
+def byte_table(table: np.ndarray, offset: int, lo: int, hi: int) -> np.ndarray:
+    """A lut's table (entries for the values offset..offset + len - 1) as 256 bytes indexed by an
+    int8 value's bit pattern: t[v & 0xFF] = table[v - offset] for v in lo..hi, the input's proven
+    range (whose entries the verifier proved inside the int8 output), 0 elsewhere (never read)."""
+    t = np.zeros(256, np.int8)
+    for v in range(max(lo, -128), min(hi, 127) + 1):
+        t[v & 0xFF] = table[v - offset]
+    return t.view(np.uint8)

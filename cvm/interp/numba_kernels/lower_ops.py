@@ -102,8 +102,23 @@ def lower_lut(p: Planner, index, node, attrs):
         return
     x = p.values[node.inputs[0]]
     table, offset = p.const(node.inputs[1]), attrs["offset"]
-    p.add("lut", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
+    out_value = p.spec_value(node.output).with_layout(x.layout, x.chw)
+    if p.isa == "vnni" and x.dtype == np.int8 and out_value.dtype == np.int8 and _has_vbmi():
+        from . import lut_vbmi
+        tab = elementwise.byte_table(table, offset, x.lo, x.hi)
+
+        def bind(ins, out):
+            xf, of = _flat(ins[0]), _flat(out)
+            return [p.pool.call(lut_vbmi.lut_i8, (xf, tab, of), -(-xf.shape[0] // lut_vbmi.BLOCK), 16)]
+        p.add("lut[vbmi]", node.inputs[:1], node.output, out_value, bind)
+        return
+    p.add("lut", node.inputs[:1], node.output, out_value,
           lambda ins, out: [(elementwise.lut, (_flat(ins[0]), table, offset, _flat(out)))])
+
+
+def _has_vbmi() -> bool:
+    from .simd import host_has_vbmi
+    return host_has_vbmi()
 
 
 def lower_requant(p: Planner, index, node, attrs):

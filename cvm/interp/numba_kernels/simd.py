@@ -111,3 +111,35 @@ def vquad(typingctx, arr, i0, i1, i2, i3):
                 lane = v
         return lane
     return i32x16(arr, i0, i1, i2, i3), codegen
+
+
+_B64 = ir.VectorType(ir.IntType(8), 64)
+
+
+def host_has_vbmi() -> bool:
+    """AVX-512 VBMI (vpermi2b: byte lookups in a 128-byte table held in two registers)."""
+    import llvmlite.binding as ll
+    return bool(ll.get_host_cpu_features().get("avx512vbmi"))
+
+
+@intrinsic
+def lut64(typingctx, x, tab, out, i):
+    """out.flat[i + t] = tab[x.flat[i + t] as uint8] for t < 64: x and out int8 (or uint8) arrays,
+    tab 256 bytes. Two vpermi2b lookups (table bytes 0..127 and 128..255, index bits 0..6) and a
+    select on bit 7 of each index (AVX-512 VBMI)."""
+    def codegen(context, builder, sig, args):
+        xty, tty, oty = sig.args[0], sig.args[1], sig.args[2]
+        xa, ta, oa, idx = args
+        xv = builder.load(builder.bitcast(_address(context, builder, xty, xa, idx), _B64.as_pointer()), align=1)
+        parts = [builder.load(builder.bitcast(_address(context, builder, tty, ta, ir.Constant(ir.IntType(64), 64 * k)),
+                                              _B64.as_pointer()), align=1) for k in range(4)]
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_B64, [_B64] * 3),
+                                            "llvm.x86.avx512.vpermi2var.qi.512")
+        lo = builder.call(fn, [parts[0], xv, parts[1]])
+        hi = builder.call(fn, [parts[2], xv, parts[3]])
+        top = builder.icmp_signed("<", xv, ir.Constant(_B64, [0] * 64))
+        y = builder.select(top, hi, lo)
+        builder.store(y, builder.bitcast(_address(context, builder, oty, oa, idx),
+                                         _B64.as_pointer()), align=1)
+        return context.get_dummy_value()
+    return types.void(x, tab, out, i), codegen
