@@ -30,17 +30,18 @@ NODE = 62  # per node: the dearest chain of nodes of a few elements each (cvm.ad
 CALL = 175  # per call: a one-node model's call (checking the input, taking buffers, copying the output)
 IO_NUM, IO_DEN = 1, 16  # per input and output byte a call moves: one gas per 16 bytes, rounded up (0.055 measured)
 
-# gas per FACTOR_SCALE v1 units, op by op: the largest any calibration probe of that op needed (the
-# probe that set each: docs/performance.md, "Gas schedule v2")
+# gas per FACTOR_SCALE v1 units, op by op (and DEPTHWISE: a depthwise conv2d's row): the largest any
+# calibration probe of that row needed (the probe that set each: docs/performance.md, "Gas schedule v2")
+DEPTHWISE = "depthwise_conv2d"
 FACTOR: Mapping[str, int] = MappingProxyType({
-    "conv2d": 121, "conv_transpose2d": 84, "dense": 413, "matmul": 37,
+    "conv2d": 53, DEPTHWISE: 121, "conv_transpose2d": 84, "dense": 413, "matmul": 37,
     "max_pool2d": 158, "sum": 514, "max": 580,
     "add": 193, "sub": 83, "mul": 88, "div": 482, "relu": 45, "clip": 45, "requant": 16, "lut": 93,
     "isqrt": 26, "gather": 11, "resize2d": 224,
     "concat": 241, "pad": 106, "slice": 54, "transpose": 251, "reshape": 17, "flatten": 17,
 })
-# an op's own fixed part per node, beyond NODE (a conv's path setup: depthwise_far, 9 outputs of 256 channels)
-OP_NODE: Mapping[str, int] = MappingProxyType({"conv2d": 32, "matmul": 1})
+# a row's own fixed part per node, beyond NODE (a depthwise conv's setup: depthwise_far, 9 outputs of 256 channels)
+OP_NODE: Mapping[str, int] = MappingProxyType({DEPTHWISE: 32, "matmul": 1})
 
 # conv2d and conv_transpose2d also pay per "lane" (a group; a depthwise conv2d, one input and one output
 # channel per group, is one lane: its kernel runs all channels at once) and output pixel, and per lane and
@@ -48,11 +49,11 @@ OP_NODE: Mapping[str, int] = MappingProxyType({"conv2d": 32, "matmul": 1})
 # thin conv (two output channels on a large image) or one of thousands of groups on a 1x1 map does for
 # a handful of multiply-accumulates. In gas per FACTOR_SCALE.
 BLOCK_PIXELS = 64
-LANE_PIXEL: Mapping[str, int] = MappingProxyType({"conv2d": 42573, "conv_transpose2d": 68281})
-LANE_BLOCK: Mapping[str, int] = MappingProxyType({"conv2d": 105871, "conv_transpose2d": 0})
+LANE_PIXEL: Mapping[str, int] = MappingProxyType({"conv2d": 45433, DEPTHWISE: 42573, "conv_transpose2d": 68281})
+LANE_BLOCK: Mapping[str, int] = MappingProxyType({"conv2d": 103361, DEPTHWISE: 0, "conv_transpose2d": 0})
 
 SCHEDULE_V2 = Schedule("v2", NODE, CALL, IO_NUM, IO_DEN)
-LANE_OPS = tuple(LANE_PIXEL)
+LANE_OPS = ("conv2d", "conv_transpose2d")
 
 
 def priced(name: str, units: int) -> int:
@@ -72,30 +73,43 @@ def op_cost(name: str, v1_cost):
     return cost
 
 
+def is_depthwise(name: str, x_shape, out_shape, attrs: dict) -> bool:
+    """A conv2d with one input and one output channel per group (C = groups = O): priced by its own
+    row (DEPTHWISE) and as one lane, as the portable kernels run it (all channels at once)."""
+    return name == "conv2d" and x_shape[0] == attrs["groups"] == out_shape[0]
+
+
+def price_row(name: str, x_shape, out_shape, attrs: dict) -> str:
+    """The FACTOR / OP_NODE row of a node: its op's, or DEPTHWISE for a depthwise conv2d."""
+    return DEPTHWISE if is_depthwise(name, x_shape, out_shape, attrs) else name
+
+
 def lane_counts(name: str, x_shape, out_shape, attrs: dict) -> tuple[int, int]:
     """(lanes x output pixels, lanes x blocks of BLOCK_PIXELS output pixels) of a conv2d /
     conv_transpose2d node per sample; (0, 0) for other ops."""
     if name not in LANE_OPS:
         return 0, 0
-    groups = attrs["groups"]
-    depthwise = name == "conv2d" and x_shape[0] == groups and out_shape[0] == groups
-    lanes, pixels = 1 if depthwise else groups, out_shape[1] * out_shape[2]
+    lanes = 1 if is_depthwise(name, x_shape, out_shape, attrs) else attrs["groups"]
+    pixels = out_shape[1] * out_shape[2]
     return lanes * pixels, lanes * -(-pixels // BLOCK_PIXELS)
 
 
 def lane_gas(name: str, x_shape, out_shape, attrs: dict) -> int:
     """The per-lane part of a conv2d / conv_transpose2d node (0 for other ops):
-    ceil((lane pixels * LANE_PIXEL + lane blocks * LANE_BLOCK) / FACTOR_SCALE) (lane_counts)."""
+    ceil((lane pixels * LANE_PIXEL[row] + lane blocks * LANE_BLOCK[row]) / FACTOR_SCALE) (lane_counts,
+    price_row)."""
     pixels, blocks = lane_counts(name, x_shape, out_shape, attrs)
     if not pixels:
         return 0
-    return -(-(pixels * LANE_PIXEL[name] + blocks * LANE_BLOCK[name]) // FACTOR_SCALE)
+    row = price_row(name, x_shape, out_shape, attrs)
+    return -(-(pixels * LANE_PIXEL[row] + blocks * LANE_BLOCK[row]) // FACTOR_SCALE)
 
 
 def _with_lanes(name: str, v1_cost):
     def cost(args, attrs, out) -> int:
-        return priced(name, v1_cost(args, attrs, out)) + lane_gas(name, args[0].shape, out, attrs)
-    cost.__doc__ = f"schedule v2 cost of {name}: priced({name!r}, v1 units) + lane_gas"
+        x = args[0].shape
+        return priced(price_row(name, x, out, attrs), v1_cost(args, attrs, out)) + lane_gas(name, x, out, attrs)
+    cost.__doc__ = f"schedule v2 cost of {name}: priced(its row, v1 units) + lane_gas"
     return cost
 
 
@@ -127,10 +141,12 @@ def model_gas(model) -> int:
     from .ops import SCHEDULES
     if SCHEDULES[model.graph.opset] is SCHEDULE_V2:
         return model.gas
-    a = model.analysis
-    return sum(NODE + priced(node.op, cost - SCHEDULE_V1.node)
-               + lane_gas(node.op, a.tensors[node.inputs[0]].shape, a.tensors[node.output].shape, attrs)
-               for node, cost, attrs in zip(model.graph.nodes, a.node_costs, a.attrs))
+    a, total = model.analysis, 0
+    for node, cost, attrs in zip(model.graph.nodes, a.node_costs, a.attrs):
+        x, out = a.tensors[node.inputs[0]].shape, a.tensors[node.output].shape
+        total += (NODE + priced(price_row(node.op, x, out, attrs), cost - SCHEDULE_V1.node)
+                  + lane_gas(node.op, x, out, attrs))
+    return total
 
 
 def seconds_at_anchor(gas: int) -> float:

@@ -167,8 +167,9 @@ class Timed:
 
 
 def units_by_op(model) -> tuple[dict, int]:
-    """{op: v1 units (the v1 cost without the per-node charge)}, nodes: from the opset-2 formulas,
-    whatever the model's opset."""
+    """{pricing row (the op, or cvm.gas_v2.DEPTHWISE for a depthwise conv2d): v1 units (the v1 cost
+    without the per-node charge)}, nodes: from the opset-2 formulas, whatever the model's opset."""
+    from cvm import gas_v2
     from cvm.ops import OPSET_V2
     from cvm.verify import Verifier
     v = Verifier(2)
@@ -179,9 +180,17 @@ def units_by_op(model) -> tuple[dict, int]:
     per = defaultdict(int)
     for node in model.graph.nodes:
         v.add_node(node)
-        per[node.op] += v.costs[-1] - v.node_gas
-    assert set(per) <= set(OPSET_V2)
+        row = gas_v2.price_row(node.op, v.tensors[node.inputs[0]].shape, v.tensors[node.output].shape, v.attrs[-1])
+        per[row] += v.costs[-1] - v.node_gas
+    assert set(per) <= set(OPSET_V2) | {gas_v2.DEPTHWISE}
     return dict(per), len(model.graph.nodes)
+
+
+def current_units() -> dict:
+    """{probe: (units by pricing row, nodes)} from the probe models as this code builds them: runs
+    recorded before a row was split (the depthwise row) are re-read with today's rows."""
+    call = _probe(lambda b, x, r: b.op("relu", x), (1,))
+    return {name: units_by_op(model) for name, model, _ in [("one_node_call", call, None)] + _rows()}
 
 
 def _rows():
@@ -316,6 +325,8 @@ def cmd_constants(paths: list[str], reference_s: float | None = None) -> int:
     from cvm import gas_v2
     cals = [json.load(open(p)) for p in paths]
     cal = combine(cals)
+    units = current_units()
+    cal["probes"] = [dict(r, units=units[r["probe"]][0], nodes=units[r["probe"]][1]) for r in cal["probes"]]
     d = derive(cal, reference_s)
     print(f"{len(cals)} run(s) on {cal['machine']['cpu']} ({cal['machine']['cpus']} CPUs, load "
           f"{', '.join('%.1f' % c['machine']['load'][0] for c in cals)}), {len(cal['probes'])} probes; baseline "

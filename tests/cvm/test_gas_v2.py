@@ -40,7 +40,9 @@ def test_opset_3_is_never_chosen_for_a_graph_that_does_not_name_it():
 
 
 def test_factor_rows_name_ops_and_an_unpriced_op_gets_the_dearest_row():
-    assert set(gas_v2.FACTOR) <= set(OPSET_V2) and set(gas_v2.OP_NODE) <= set(gas_v2.FACTOR)
+    rows = set(OPSET_V2) | {gas_v2.DEPTHWISE}
+    assert set(gas_v2.FACTOR) <= rows and set(gas_v2.OP_NODE) <= set(gas_v2.FACTOR)
+    assert set(gas_v2.LANE_PIXEL) == set(gas_v2.LANE_BLOCK) == {"conv2d", gas_v2.DEPTHWISE, "conv_transpose2d"}
     cost = gas_v2.op_cost("an_op_added_later", lambda args, attrs, out: 10_000)
     assert cost(None, None, None) == max(gas_v2.OP_NODE.values()) + max(gas_v2.FACTOR.values())
 
@@ -61,7 +63,8 @@ def test_node_costs_follow_the_v2_formula():
     assert v1.analysis.node_costs == [GAS_PER_NODE + conv_units, GAS_PER_NODE + requant_units]
     lanes = math.ceil((64 * gas_v2.LANE_PIXEL["conv2d"] + 1 * gas_v2.LANE_BLOCK["conv2d"]) / gas_v2.FACTOR_SCALE)
     assert v3.analysis.node_costs == [
-        gas_v2.NODE + gas_v2.OP_NODE["conv2d"] + math.ceil(conv_units * gas_v2.FACTOR["conv2d"] / gas_v2.FACTOR_SCALE)
+        gas_v2.NODE + gas_v2.OP_NODE.get("conv2d", 0)
+        + math.ceil(conv_units * gas_v2.FACTOR["conv2d"] / gas_v2.FACTOR_SCALE)
         + lanes,  # one lane (one group), 8 x 8 = 64 output pixels: one block
         gas_v2.NODE + math.ceil(requant_units * gas_v2.FACTOR["requant"] / gas_v2.FACTOR_SCALE)]
     assert gas_v2.model_gas(v1) == v3.gas
@@ -137,3 +140,14 @@ def test_thousands_of_groups_on_a_1x1_map_pay_per_group():
     m = b.build(b.op("conv2d", x, b.const(np.ones((8192, 1, 1, 1), np.int64)), groups=4096))
     per_group = (gas_v2.LANE_PIXEL["conv2d"] + gas_v2.LANE_BLOCK["conv2d"]) / gas_v2.FACTOR_SCALE
     assert m.gas >= 4096 * per_group
+
+
+def test_a_depthwise_conv_is_priced_by_its_own_row_and_as_one_lane():
+    b = cvm.GraphBuilder(opset=3)
+    x = b.input("x", (16, 10, 10), 8)
+    m = b.build(b.op("conv2d", x, b.const(np.ones((16, 1, 3, 3), np.int64)), groups=16, pads=(1, 1, 1, 1)))
+    units = 16 * 100 * (9 + 1)
+    d = gas_v2.DEPTHWISE
+    lanes = math.ceil((100 * gas_v2.LANE_PIXEL[d] + 2 * gas_v2.LANE_BLOCK[d]) / gas_v2.FACTOR_SCALE)
+    assert m.gas == gas_v2.NODE + gas_v2.OP_NODE[d] + math.ceil(units * gas_v2.FACTOR[d] / gas_v2.FACTOR_SCALE) + lanes
+    assert gas_v2.price_row("conv2d", (16, 10, 10), (32, 10, 10), {"groups": 16}) == "conv2d"
