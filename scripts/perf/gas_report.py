@@ -1,6 +1,7 @@
 """Gas of models under schedule v1 (opsets 1, 2) and v2 (opset 3, cvm.gas_v2), and what fits a block.
 
     python scripts/perf/gas_report.py MODEL.cvm ... [--block 30000000] [--markdown] [--time]
+    python scripts/perf/gas_report.py --adversarial [--markdown]   # cvm/adversarial.py's catalogue, timed
 
 Per model: nodes, gas per sample under v1 and v2 (the model's own gas if it is in opset 3, else
 cvm.gas_v2.model_gas: the gas `mrt convert --opset 3` would give it), what one call of one sample pays
@@ -43,12 +44,19 @@ def portable_seconds(model, min_calls: int = 3, min_seconds: float = 1.0) -> flo
     return float(np.median(times))
 
 
+def _catalogue():
+    """(name, model) of every case of cvm/adversarial.py's catalogue."""
+    from cvm.adversarial import CATALOGUE, build
+    for name in CATALOGUE:
+        yield name, build(name)[0]
+
+
 def rows(paths, timed: bool = False):
     import cvm
     from cvm import gas_v2
     from cvm.gas import SCHEDULE_V1, sample_io_bytes
     for path in paths:
-        model = cvm.load(path)
+        name, model = path if isinstance(path, tuple) else (os.path.basename(path), cvm.load(path))
         io = sample_io_bytes(model)
         if model.graph.opset == 3:
             v2 = model.gas
@@ -57,7 +65,7 @@ def rows(paths, timed: bool = False):
             v1, v2 = model.gas, gas_v2.model_gas(model)
         call_v1 = None if v1 is None else SCHEDULE_V1.call + v1 + SCHEDULE_V1.io_gas(io)
         call_v2 = gas_v2.SCHEDULE_V2.call + v2 + gas_v2.SCHEDULE_V2.io_gas(io)
-        yield {"model": os.path.basename(path), "opset": model.graph.opset, "nodes": len(model.graph.nodes),
+        yield {"model": name, "opset": model.graph.opset, "nodes": len(model.graph.nodes),
                "v1": v1, "v2": v2, "call_v1": call_v1, "call_v2": call_v2,
                "seconds": gas_v2.seconds_at_anchor(v2),
                "measured_s": portable_seconds(model) if timed else None}
@@ -100,11 +108,17 @@ def print_table(paths, block: int = 30_000_000, markdown: bool = False, timed: b
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("models", nargs="+")
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--adversarial", action="store_true", help="the adversarial catalogue instead, timed")
     ap.add_argument("--block", type=int, default=30_000_000)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--time", action="store_true", help="also time each model on the portable path (see above)")
     a = ap.parse_args(argv)
+    if a.adversarial:
+        print_table(list(_catalogue()), a.block, a.markdown, True)
+        return 0
+    if not a.models:
+        ap.error("name models, or --adversarial")
     print_table(a.models, a.block, a.markdown, a.time)
     return 0
 
