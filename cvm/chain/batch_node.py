@@ -12,8 +12,14 @@ is not on chain FALLBACK seconds before the deadline sends it itself (BatchedOra
 with one opening): a relay or an aggregator that drops it costs that node one transaction, not its
 seat. Without --relay every member commits and reveals alone.
 
-Not done here: the node does not dispute on a batched round (BatchedOracle.openDispute takes the
-round; cvm/chain/disputant.py plays InferenceOracle's) and relies on its operator to do so.
+Disputes: once revealed, a node that sees another revealed vote than its own, not refuted yet,
+opens a dispute against it and plays it to the end with cvm/chain/disputant.py's player (the same
+as node.py's; BatchedDisputant only passes the round to BatchedOracle.openDispute), until the reveal
+deadline plus the request's challenge window. It closes the request only when no dispute is open.
+
+Bonds: a signed commit locks a bond once anyone submits it, which may be any time before the
+commit deadline; the node records each one before posting it (JobDB.record_signed) and counts the
+ones not on chain yet as locked, so it never signs more commits than its free stake covers.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from cvm.chain.batch import (
     Round, StaleRound, latest_round, opening_tuple, sign_commit, signed_commit_tuple,
 )
 from cvm.chain.contracts import contract_at
+from cvm.chain.disputant import Claim, Disputant
 from cvm.chain.node import Operator
 from cvm.chain.protocol import Job, OnChain
 from cvm.chain.sender import Sender
@@ -43,12 +50,40 @@ BATCH_COMMIT_GAS = 120_000  # commitSigned: base, plus this per signed commit
 OPENING_GAS = 40_000  # reveal: revealGas, plus this per opening
 
 
+class BatchedDisputant(Disputant):
+    """disputant.Disputant for BatchedOracle: openDispute takes the request's current round, and the
+    dispute window ends `revealWindow + challengeWindow` after the round's commit deadline."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.reveal_window = self.oracle.functions.revealWindow().call()  # immutable
+        self._blocks: dict[int, int] = {}
+
+    def open_call(self, request_id: int, defender: str, mine: Claim, theirs: Claim):
+        r = latest_round(self.oracle, request_id, from_block=self._from_block(request_id))
+        return self.oracle.functions.openDispute(request_id, r.call, defender, mine.as_tuple(), theirs.as_tuple())
+
+    def window_end(self, request_id: int) -> int:
+        r = latest_round(self.oracle, request_id, from_block=self._from_block(request_id))
+        return r.reveal_deadline(self.reveal_window) + r.fields["challengeWindow"]
+
+    def _from_block(self, request_id: int) -> int:
+        """The request's block, where its logs begin (read once)."""
+        if request_id not in self._blocks:
+            logs = self.oracle.events.InferenceRequested().get_logs(from_block=0,
+                                                                    argument_filters={"requestId": request_id})
+            self._blocks[request_id] = logs[0]["blockNumber"] if logs else 0
+        return self._blocks[request_id]
+
+
 class BatchedOperator(Operator):
     def __init__(self, *args, relay: str | None = None, **kw):
-        kw["disputes"] = False  # see the module's docstring
         super().__init__(*args, **kw)
         self.oracle = contract_at(self.w3, "BatchedOracle", self.oracle.address)
         self.sender = Sender(self.w3, self.account, self.db, self.oracle.abi)
+        self.disputant = BatchedDisputant(  # its blocking sends use the same nonces
+            self.w3, self.account, self.oracle,
+            send=lambda w3, a, call, gas=None: self.sender.send_and_wait(-1, call.fn_name, call, gas))
         self.relay = relay.rstrip("/") if relay else None
         self.chain_id = self.w3.eth.chain_id
         self.commit_window = self.oracle.functions.commitWindow().call()
@@ -90,6 +125,11 @@ class BatchedOperator(Operator):
 
     # ------------------------------------------------------------ commits
 
+    def _bonds_pending(self, job: Job, chain: OnChain) -> int:
+        """Commit transactions in flight, and the commits signed for other requests that an aggregator
+        may still submit (this request's own signature, if any, is the bond asked for now)."""
+        return super()._bonds_pending(job, chain) + self.signed_pending(chain.now, exclude=job.request_id)
+
     def _send_commit(self, job: Job, chain: OnChain) -> None:
         r = self._rounds[job.request_id]
         left = chain.req["commitDeadline"] - chain.now
@@ -97,6 +137,7 @@ class BatchedOperator(Operator):
             self._submit(job, "commit", self.oracle.functions.commit(job.request_id, r.call, self.commitment(job)),
                          BATCH_COMMIT_GAS * 2)
             return
+        self.record_signed(job.request_id, chain.req["commitDeadline"])  # its bond counts from now on
         signed = sign_commit(self.account, self.chain_id, self.oracle.address, job.request_id, self.commitment(job))
         self._relay("/commit", {**signed, "oracle": self.oracle.address, "chainId": self.chain_id,
                                 "requestId": job.request_id})
@@ -155,12 +196,23 @@ class BatchedOperator(Operator):
     # ------------------------------------------------------------ closing
 
     def _settle_step(self, job: Job, chain: OnChain) -> None:
-        r = self._rounds[job.request_id]
+        rid = job.request_id
+        r = self._rounds[rid]
         if chain.vote == bytes(32) and chain.status == Status.PENDING:  # the reveal was dropped: again
             self._move(job, COMMITTED, reveal_tx=None)
             return
+        open_disputes = self.oracle.functions.disputesOf(rid).call()[0]
+        if self.disputes and (open_disputes or self._contested(r, chain.vote)):
+            mine = Claim(job.output_hash, Web3.keccak(job.output), job.trace_root)
+            self.disputant.play(rid, self.trace(job), mine, from_block=self._request_block[rid])
+            open_disputes = self.oracle.functions.disputesOf(rid).call()[0]
+            r = self._rounds[rid] = latest_round(self.oracle, rid, from_block=self._request_block[rid])
+        if open_disputes:
+            return  # the game goes on: its moves come on the next steps
         everyone_revealed = all(r.revealed(i) for i in range(len(r.committers)))
-        if r.fields["settled"] or (r.status == Status.FINALIZED and everyone_revealed):
+        seat = r.seat(self.account.address)
+        bonded = seat is not None and r.fields["bondedMask"] >> seat & 1  # a minority vote: settle releases it
+        if r.fields["settled"] or (r.status == Status.FINALIZED and everyone_revealed and not bonded):
             self._close(job, r)
         elif chain.now > chain.req["revealDeadline"] + r.fields["challengeWindow"]:
             if r.status == Status.PENDING and r.fields["challengeWindow"] and self._survivor(r) == chain.vote:
@@ -169,6 +221,12 @@ class BatchedOperator(Operator):
                 self._submit(job, "finalize", call, self.reveal_gas(job))
             else:
                 self._submit(job, "settle", self.oracle.functions.settle(job.request_id, r.call))
+
+    def _contested(self, r: Round, vote: bytes) -> bool:
+        """Whether another revealed vote than mine stands unrefuted (the dispute window is the
+        disputant's to check)."""
+        others = {r.word(i) for i in range(len(r.committers)) if r.revealed(i)} - {vote}
+        return any(not self.oracle.functions.refuted(r.request_id, v).call() for v in others)
 
     def _survivor(self, r: Round) -> bytes | None:
         votes = {r.word(i) for i in range(len(r.committers)) if r.revealed(i)}

@@ -11,6 +11,12 @@ then anyone re-executes that leaf on chain; `move` resolves it with this party's
 Merkle proofs, which are the true ones when this party is honest. Without the trace precompile the
 game goes on inside that leaf's tensor and the Solidity referee recomputes one element: those moves
 are cvm/chain/referee.py's `move`.
+
+One player for both oracles: what differs between InferenceOracle and BatchedOracle (the
+`openDispute` call, which takes the round as calldata on the batched one, and where the request's
+dispute window ends) are the two methods `open_call` and `window_end`; cvm/chain/batch_node.py's
+BatchedDisputant overrides them. Everything else (events, `refuted`, `disputed`, the game) is
+OracleCore's and the same on both.
 """
 
 from __future__ import annotations
@@ -72,8 +78,18 @@ class Disputant:
                                                               argument_filters={"requestId": request_id})
         return [e["args"]["disputeId"] for e in events]
 
+    def open_call(self, request_id: int, defender: str, mine: Claim, theirs: Claim):
+        """The oracle's openDispute call (InferenceOracle's signature)."""
+        return self.oracle.functions.openDispute(request_id, defender, mine.as_tuple(), theirs.as_tuple())
+
+    def window_end(self, request_id: int) -> int:
+        """The last timestamp at which the request's votes may be disputed: its reveal deadline plus
+        its challenge window."""
+        req = call_struct(self.oracle.functions.getRequest(request_id))
+        return req["revealDeadline"] + req["challengeWindow"]
+
     def open(self, request_id: int, defender: str, mine: Claim, theirs: Claim) -> int:
-        call = self.oracle.functions.openDispute(request_id, defender, mine.as_tuple(), theirs.as_tuple())
+        call = self.open_call(request_id, defender, mine, theirs)
         receipt = self.send(self.w3, self.account, call, gas=MOVE_GAS + 200_000)
         dispute_id = self.oracle.events.DisputeOpened().process_receipt(receipt)[0]["args"]["disputeId"]
         log.info("request %d: opened dispute %d against %s", request_id, dispute_id, defender)
@@ -113,8 +129,7 @@ class Disputant:
         for dispute_id in self.disputes(request_id, from_block):
             self.move(dispute_id, trace)
         my_vote = vote_of(mine)
-        req = call_struct(self.oracle.functions.getRequest(request_id))
-        if self.w3.eth.get_block("latest")["timestamp"] > req["revealDeadline"] + req["challengeWindow"]:
+        if self.w3.eth.get_block("latest")["timestamp"] > self.window_end(request_id):
             return
         for operator, claim in self.claims(request_id, from_block).items():
             theirs = vote_of(claim)

@@ -9,7 +9,16 @@ import sqlite3
 import time
 
 from cvm.chain.protocol import SCHEMA, Job
-from cvm.chain.states import DONE, check_transition
+from cvm.chain.states import DONE, SEEN, check_transition
+
+
+# Commits signed for an aggregator (cvm/chain/batch_node.py): anyone may submit one until its commit
+# deadline, so each may lock a bond then; recorded before the signature leaves the node.
+SIGNED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS signed_commits (
+    request_id      INTEGER PRIMARY KEY,
+    commit_deadline INTEGER NOT NULL
+)"""
 
 
 class JobDB:
@@ -21,6 +30,7 @@ class JobDB:
         columns = {row[1] for row in self.db.execute("PRAGMA table_info(requests)")}
         if "trace_root" not in columns:  # a database of a node from before trace commitments
             self.db.execute("ALTER TABLE requests ADD COLUMN trace_root BLOB")
+        self.db.execute(SIGNED_SCHEMA)
         self._bind_meta("oracle", oracle)
         self._bind_meta("operator", operator)
 
@@ -53,6 +63,21 @@ class JobDB:
         for k, v in fields.items():
             if hasattr(job, k):
                 setattr(job, k, v)
+
+    def record_signed(self, request_id: int, commit_deadline: int) -> None:
+        """A commit of this request was signed (before it is posted anywhere)."""
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO signed_commits VALUES (?, ?)", (request_id, commit_deadline))
+
+    def signed_pending(self, now: int, exclude: int | None = None) -> int:
+        """Signed commits that may still land on chain and lock a bond: their request is still waiting
+        for its commit here (state seen) and their commit deadline has not passed. A commit that
+        landed but was not read yet counts too: the count errs on the safe side."""
+        row = self.db.execute(
+            "SELECT COUNT(*) FROM signed_commits s JOIN requests r ON r.request_id = s.request_id "
+            "WHERE r.state = ? AND s.commit_deadline >= ? AND s.request_id != ?",
+            (SEEN, now, -1 if exclude is None else exclude)).fetchone()
+        return row[0]
 
     def jobs(self, include_done: bool = False, request_id: int | None = None) -> list[Job]:
         where, args = (["1"], []) if include_done else (["state != ?"], [DONE])

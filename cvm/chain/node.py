@@ -245,12 +245,16 @@ class Operator(JobDB):
         if not drawn:
             self._done(job, "not drawn for this request")
             return
-        flying = sum(tx.kind == "commit" for tx in self.sender.in_flight())
-        if not bond_free(operator, flying, self.slash_amount):
+        if not bond_free(operator, self._bonds_pending(job, chain), self.slash_amount):
             return  # every bond of this stake is locked in open requests: wait for one to close
         if job.salt is None and not self._compute(job):
             return
         self._send_commit(job, chain)
+
+    def _bonds_pending(self, job: Job, chain: OnChain) -> int:
+        """Commits of this operator that may still lock a bond but are not on chain yet: the commit
+        transactions in flight (batch_node.py adds its signed commits)."""
+        return sum(tx.kind == "commit" for tx in self.sender.in_flight())
 
     def _send_commit(self, job: Job, chain: OnChain) -> None:
         """The commit transaction (cvm/chain/batch_node.py signs it for an aggregator instead)."""
