@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 import pytest
-from chainkit import BACKEND, CONFIG, ROOT, Env
+from chainkit import BACKEND, CONFIG, ROOT, Env, tiny_model
 from eth_account import Account
 from test_chain_anvil import MNEMONIC, running_anvil
 from test_chain_referee import FORGED_LEAF, forged
@@ -178,3 +178,42 @@ def test_one_honest_batched_node_beats_a_colluding_majority_on_anvil(tmp_path, b
         game = ops[2].disputant.game
         d = game.functions.getDispute(game.events.DisputeResolved().get_logs(from_block=0)[0]["args"]["disputeId"])
         assert d.call()[-6]  # the referee judged it
+
+
+def test_signed_commits_count_against_the_free_bond(tmp_path, board):
+    """A stake of 2.5 bonds and three requests: the node signs two commits and posts them (the rest of
+    the committee is silent, so they stay on the relay), and signs no third one while those two may
+    still land; once the first request's commit deadline passes unsubmitted, its bond is free again
+and the third request gets it."""
+    store = ModelStore(tmp_path / "models")
+    model = store.get(store.put(tiny_model()))
+    chain = EmbeddedChain(store, backend="reference", num_accounts=10)
+    dep = deploy_batched_oracle(chain.w3, chain.keys[0], CONFIG)
+    register_model(dep.registry, chain.keys[0], model)
+    env = Env(chain, store, model, dep, CONFIG)
+    env.stake_all(3)
+    assert CONFIG.min_stake // CONFIG.slash_amount == 2
+    node = BatchedOperator(env.w3, env.operators[0], env.oracle.address, store, tmp_path / "op0.sqlite",
+                           backend=BACKEND, retry_delay=0.0, relay=board)
+    rids = []
+    for i in range(3):
+        r = env.send(env.player, env.oracle.functions.request(model.hash, bytes([i, 2, 3, 4]), env.player.address),
+                     value=env.fee)
+        rids.append(env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"])
+        chain.advance_time(10)  # the requests' commit deadlines are 10 s apart
+    node.step()
+    node.step()
+    posted = [node._board(rid)["commits"] for rid in rids]
+    assert [len(p) for p in posted] == [1, 1, 0]  # two signed, none for the third: no bond left for it
+    assert env.oracle.functions.operators(env.operators[0].address).call()[3] == 0  # nothing on chain yet
+    assert node.signed_pending(chain.timestamp()) == 2
+
+    first_deadline = latest_round(env.oracle, rids[0]).fields["commitDeadline"]
+    chain.advance_time(first_deadline - chain.timestamp() + 1)  # the first signed commit can no longer land
+    node.step()
+    node.step()  # (this close to their deadlines the node commits alone, on chain)
+    mine = env.operators[0].address
+    assert node.job(rids[0]).state == DONE  # commit phase closed
+    assert latest_round(env.oracle, rids[1]).committers == [mine]
+    assert latest_round(env.oracle, rids[2]).committers == [mine]  # the first's bond covered the third
+    assert env.oracle.functions.operators(mine).call()[3] == 2 * CONFIG.slash_amount
