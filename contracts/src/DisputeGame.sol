@@ -38,7 +38,7 @@ interface IDisputeOracle {
 /// against the trace and the spec (`resolveElement`). Both bisections together must fit the
 /// moves that `maxDuration` allows (trace depth + word depth <= MAX_DEPTH - 1). The referee has
 /// every op of opsets 1 and 2; a model with a node past the moves or past the referee's gas budget
-/// (model_commitment.MAX_REFEREE_READS), or with more than one input, gets no commitment, so no
+/// (model_commitment.MAX_REFEREE_GAS), or with more than one input, gets no commitment, so no
 /// dispute about it starts here (NoRefereeCommitment) and operators do not serve it
 /// (model_commitment.require_served): no step can time out for want of a referee.
 contract DisputeGame {

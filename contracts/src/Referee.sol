@@ -282,31 +282,40 @@ contract Referee {
 
     /// sum or max of x over the reduced axes (spec 7.11). p = [nk, kept dims, kept strides, nr,
     /// reduced dims, reduced strides]: e's coordinates on the kept axes (keepdims adds only ones)
-    /// give the first input element, each reduced coordinate tuple one offset from it.
+    /// give the first input element; an odometer over the reduced axes walks the others.
     function _reduce(NodeSpec calldata s, uint256 e, Reader memory r) private pure returns (int256 acc) {
         int256[] calldata p = s.p;
         uint256 nk = uint256(p[0]);
-        uint256 base = _offset(p, e, 1, nk);
-        uint256 o = 2 * nk + 2;
-        uint256 nr = uint256(p[o - 1]);
+        uint256 off = 0;
+        for (uint256 a = nk; a > 0; a--) {
+            uint256 d = uint256(p[a]);
+            off += (e % d) * uint256(p[nk + a]);
+            e /= d;
+        }
+        uint256 nr = uint256(p[2 * nk + 1]);
+        uint256[] memory dim = new uint256[](nr);
+        uint256[] memory stride = new uint256[](nr);
+        uint256[] memory coord = new uint256[](nr);
         uint256 count = 1;
-        for (uint256 a = 0; a < nr; a++) count *= uint256(p[o + a]);
+        for (uint256 a = 0; a < nr; a++) {
+            (dim[a], stride[a]) = (uint256(p[2 * nk + 2 + a]), uint256(p[2 * nk + 2 + nr + a]));
+            count *= dim[a];
+        }
         bool isMax = s.op == MAX;
         if (isMax) acc = type(int256).min;
         for (uint256 t = 0; t < count; t++) {
-            int256 x = _at(r, 0, base + _offset(p, t, o, nr));
+            int256 x = _at(r, 0, off);
             if (!isMax) acc += x;
             else if (x > acc) acc = x;
-        }
-    }
-
-    /// sum over axes of coordinate(e) * stride, for `n` row-major dims at p[first..] and their
-    /// strides at p[first + n ..].
-    function _offset(int256[] calldata p, uint256 e, uint256 first, uint256 n) private pure returns (uint256 off) {
-        for (uint256 a = n; a > 0; a--) {
-            uint256 d = uint256(p[first + a - 1]);
-            off += (e % d) * uint256(p[first + n + a - 1]);
-            e /= d;
+            for (uint256 a = nr; a > 0; a--) { // the next reduced coordinate tuple
+                uint256 i = a - 1;
+                if (++coord[i] < dim[i]) {
+                    off += stride[i];
+                    break;
+                }
+                coord[i] = 0;
+                off -= (dim[i] - 1) * stride[i];
+            }
         }
     }
 

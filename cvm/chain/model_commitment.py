@@ -39,9 +39,11 @@ for _name, _op in REFEREE_OPS.items():
 ACTIVATION_NONE = 2**256 - 1  # NodeSpec.act of a constant input
 SPEC_TYPE = "(uint256,int256[],uint256[],bytes32[],uint256[],uint256[],uint256,uint256)"
 MAX_DEPTH = 16  # DisputeGame.MAX_DEPTH: trace depth + the output's word depth + 1 must fit its moves
-# Reads of one output element the referee may make: its gas is about 1,400 per read (docs/chain.md's
-# table), so 16,384 reads keep resolveElement near 24M gas, inside a 30M-gas block with the proofs.
-MAX_REFEREE_READS = 16_384
+# The referee's gas budget for one output element: REFEREE_BASE_GAS + reads * RefOp.read_gas (1,700
+# to 2,600 per read for the ops that read many, measured in docs/chain.md) at most MAX_REFEREE_GAS,
+# which leaves resolveElement's own work (spec check, proofs, slashing) room in a 30M-gas block.
+MAX_REFEREE_GAS = 24_000_000
+REFEREE_BASE_GAS = 200_000
 MAX_REFEREE_INPUTS = 256  # input positions of one node's spec (a concat may list 10^5): calldata and hashing
 
 
@@ -139,9 +141,9 @@ def node_spec(model: cvm.Model, leaf_index: int) -> NodeSpec:
     spec = NodeSpec(ref.code, tuple(int(v) for v in params), tuple(act), tuple(root),
                     tuple(size), tuple(numel), _itemsize(out.bits), int(np.prod(out.shape, dtype=np.int64)))
     reads = ref.max_reads(spec.params, len(spec.act))
-    if reads > MAX_REFEREE_READS:
-        raise NotRefereed(f"node {k} ({node.op}): one output element reads {reads} elements, more than the "
-                          f"referee's {MAX_REFEREE_READS} in a block")
+    if REFEREE_BASE_GAS + reads * ref.read_gas > MAX_REFEREE_GAS:
+        raise NotRefereed(f"node {k} ({node.op}): one output element reads {reads} elements, about "
+                          f"{REFEREE_BASE_GAS + reads * ref.read_gas:,} gas, past the referee's {MAX_REFEREE_GAS:,}")
     return spec
 
 

@@ -1,6 +1,6 @@
 """The Solidity referee's op table, Python side: for each CVM op, its op code in
 contracts/src/Referee.sol, the integer parameters its NodeSpec carries, and which input elements
-output element e reads. One row per op, as Referee.sol has one dispatch per op code; both follow
+output element e reads, and the gas a read costs. One row per op, as Referee.sol has one dispatch per op code; both follow
 docs/spec.md and the reference interpreter (cvm/ops), and tests/chain/test_chain_referee*.py hold
 them to it on every node of the fixture models and of the built models there.
 
@@ -8,7 +8,8 @@ them to it on every node of the fixture models and of the built models there.
 out the output's per-sample shape. `reads(p, e, n, value)`: per input position, the element indices
 (row-major, one sample) the referee reads for output element e; `value(pos, k)` gives an input's
 element where the indices depend on values (lut, gather). `max_reads(p, n)`: a bound on the reads of
-any one element, which bounds the referee's gas (model_commitment refuses a node past the budget).
+any one element, which times `read_gas` bounds the referee's gas (model_commitment refuses a node
+past the budget).
 
 Shared codes: reshape and flatten keep the row-major order (12); transpose, pad and slice are one
 affine index map per axis (16): input axis a reads output axis src[a] at src*mul + add, and an index
@@ -28,6 +29,7 @@ class RefOp:
     params: Callable[[list[tuple], tuple, dict], tuple]
     reads: Callable
     max_reads: Callable[[tuple, int], int]
+    read_gas: int = 5_000  # Referee.evaluate's gas per read, rounded up from measurements (docs/chain.md)
 
 
 def _bias(n: int, o: int) -> list[list[int]]:
@@ -302,8 +304,8 @@ def _const(k: int):
 
 
 REFEREE_OPS: dict[str, RefOp] = {
-    "conv2d": RefOp(1, _conv_params, _conv_reads, _window_max),
-    "dense": RefOp(2, lambda s, out, a: (s[0][-1], out[-1]), _dense_reads, lambda p, n: 2 * p[0] + (n == 3)),
+    "conv2d": RefOp(1, _conv_params, _conv_reads, _window_max, 2_400),
+    "dense": RefOp(2, lambda s, out, a: (s[0][-1], out[-1]), _dense_reads, lambda p, n: 2 * p[0] + (n == 3), 1_700),
     "add": RefOp(3, _binary_params, _binary_reads, _const(2)),
     "sub": RefOp(4, _binary_params, _binary_reads, _const(2)),
     "mul": RefOp(5, _binary_params, _binary_reads, _const(2)),
@@ -312,18 +314,18 @@ REFEREE_OPS: dict[str, RefOp] = {
     "clip": RefOp(8, lambda s, out, a: (a["lo"], a["hi"]), _same, _const(1)),
     "requant": RefOp(9, _requant_params, _requant_reads, _const(2)),
     "lut": RefOp(10, lambda s, out, a: (a["offset"],), _lut_reads, _const(2)),
-    "max_pool2d": RefOp(11, _pool_params, _pool_reads, lambda p, n: p[5] * p[6]),
+    "max_pool2d": RefOp(11, _pool_params, _pool_reads, lambda p, n: p[5] * p[6], 2_400),
     "reshape": RefOp(12, lambda s, out, a: (), _same, _const(1)),
     "flatten": RefOp(12, lambda s, out, a: (), _same, _const(1)),
-    "matmul": RefOp(13, _matmul_params, _matmul_reads, lambda p, n: 2 * p[1]),
-    "sum": RefOp(14, _reduce_params, _reduce_reads, _reduce_max),
-    "max": RefOp(15, _reduce_params, _reduce_reads, _reduce_max),
+    "matmul": RefOp(13, _matmul_params, _matmul_reads, lambda p, n: 2 * p[1], 1_800),
+    "sum": RefOp(14, _reduce_params, _reduce_reads, _reduce_max, 2_600),
+    "max": RefOp(15, _reduce_params, _reduce_reads, _reduce_max, 2_600),
     "transpose": RefOp(16, _transpose_params, _affine_reads, _const(1)),
     "pad": RefOp(16, _pad_params, _affine_reads, _const(1)),
     "slice": RefOp(16, _slice_params, _affine_reads, _const(1)),
     "concat": RefOp(17, _concat_params, _concat_reads, _const(1)),
     "resize2d": RefOp(18, _resize_params, _resize_reads, _const(4)),
-    "conv_transpose2d": RefOp(19, _conv_t_params, _conv_t_reads, _window_max),
+    "conv_transpose2d": RefOp(19, _conv_t_params, _conv_t_reads, _window_max, 2_600),
     "gather": RefOp(20, _gather_params, _gather_reads, _const(2)),
     "isqrt": RefOp(21, lambda s, out, a: (), _same, _const(1)),
 }

@@ -227,10 +227,10 @@ def _one_node(op: str, shape, *consts, bits: int = 8, **attrs) -> cvm.Model:
 
 
 def test_a_model_the_referee_cannot_judge_gets_no_commitment():
-    k = mc.MAX_REFEREE_READS // 2  # a dense element reads 2K + 1 elements
-    with pytest.raises(mc.NotRefereed, match=r"node 0 \(dense\): one output element reads 16385 elements"):
-        mc.commit(_one_node("dense", (k,), np.ones((1, k), np.int8), np.zeros(1, np.int8)))
-    mc.commit(_one_node("dense", (k - 1,), np.ones((1, k - 1), np.int8), np.zeros(1, np.int8)))
+    k = ((mc.MAX_REFEREE_GAS - mc.REFEREE_BASE_GAS) // REFEREE_OPS["dense"].read_gas - 1) // 2  # reads 2K + 1
+    with pytest.raises(mc.NotRefereed, match=rf"node 0 \(dense\): one output element reads {2 * k + 3} elements"):
+        mc.commit(_one_node("dense", (k + 1,), np.ones((1, k + 1), np.int8), np.zeros(1, np.int8)))
+    mc.commit(_one_node("dense", (k,), np.ones((1, k), np.int8), np.zeros(1, np.int8)))
     words = 1 << (mc.MAX_DEPTH - 2)  # a 2-leaf trace (depth 1) and a word tree of depth 14 fit 16 moves
     mc.commit(_one_node("relu", (words * 32,)))
     with pytest.raises(mc.NotRefereed, match=r"node 0 \(relu\): its output's 15-level word tree"):
@@ -276,3 +276,33 @@ def test_referee_gas_of_the_built_models_ops(anvil_chain, built):
                                {f"{name}_ops": x for name, (_, x) in built.items()})
     assert set(NEW_OPS) <= {r.op for r in rows}
     print("\n" + referee_gas.table(rows))
+
+
+def _matmul_model(k: int) -> cvm.Model:
+    b = cvm.GraphBuilder()
+    x = b.input("x", (2, k), bits=8)
+    return b.build(b.op("matmul", x, b.op("transpose", x, perm=(1, 0))))
+
+
+@pytest.mark.anvil
+def test_the_gas_budget_bounds_the_referees_gas(anvil_chain):
+    """For each op that reads many elements, a node of about a thousand reads (int8 and wider
+    inputs): Referee.evaluate's gas is within REFEREE_BASE_GAS + reads * read_gas, the bound
+    model_commitment uses to refuse a node."""
+    w3, keys = _anvil_env(anvil_chain)
+    contract, _ = deploy(w3, keys[0], "Referee")
+    rng = np.random.default_rng(0)
+    w = lambda *shape: rng.integers(-3, 4, shape)  # noqa: E731
+    models = {
+        "dense": _one_node("dense", (512,), w(2, 512), bits=16),
+        "conv2d": _one_node("conv2d", (64, 4, 4), w(2, 64, 3, 3), pads=(1, 1, 1, 1)),
+        "conv_transpose2d": _one_node("conv_transpose2d", (64, 4, 4), w(64, 2, 3, 3)),
+        "matmul": _matmul_model(512),
+        "sum": _one_node("sum", (1024,), axes=(0,), bits=20),
+        "max": _one_node("max", (32, 32), axes=(0, 1), bits=20),
+        "max_pool2d": _one_node("max_pool2d", (1, 32, 32), kernel=(32, 32)),
+    }
+    for op, model in models.items():
+        row = next(r for r in referee_gas.measure(contract, keys[0], {op: model}) if r.op == op)
+        assert row.reads >= 512, row
+        assert row.gas <= mc.REFEREE_BASE_GAS + row.reads * REFEREE_OPS[op].read_gas, row
