@@ -11,8 +11,9 @@ residual sum (mse calibration at 8 bits clips them). Cosine mean / same nearest 
   + the residual sums each LayerNorm reads                      0.9991 / 0.977
   + every dense output (Q, K, V)                                0.9993 / 0.980
   + 10-bit weights (QuantConfig.weight_bits; 128 calibration)   0.9997 / 0.992
-Widening every tensor of the graph instead gave 0.776 (the final L2 normalisation's division loses its
-precision; not understood yet), so the sets below are explicit. Gas does not price activation width
+Widening every tensor of the graph gave 0.776 until div_tensor requantized a numerator whose proven range
+left it no bits (the L2 normalisation divides the mean pooling's raw quotient): now 0.9995 on 16 held-out
+sentences, at the cost of every op running wide; the sets below are the measured useful ones. Gas does not price activation width
 (12-bit values are stored in int16 as 8-bit ones are: 728.8M -> 730.1M per sentence, 13 more requants),
 but the numba backend does: 22 -> 31 ms at batch 1, 310 -> 581 ms at batch 32, one thread (minilm_eval.py,
 .cache/models/minilm_table.md)."""

@@ -75,3 +75,33 @@ def test_cli_converts_and_evaluates_an_encoder_with_two_integer_inputs(tmp_path,
     assert "onnxruntime int8" in text and (tmp_path / "l.png").exists()
     assert main(["convert", str(onnx_path), "--calib", str(tmp_path / "calib.npz"), "-o", str(out),
                  "--wide", "gelu"]) == 2
+
+
+
+def test_a_division_reads_a_requantized_numerator_when_its_range_leaves_no_bits():
+    """y = x / (sum(x^2) + 1), then y / |y|, every tensor widened: y is a raw quotient proven only within
+    2^30 (numerator x 2^p / 1), which leaves the second division no bits to widen it by; div_tensor then
+    requantizes it to its activation bits first (every MiniLM tensor widened gave cosine 0.776 before:
+    tests/mrt/test_transformer.py's MiniLM test, 'every tensor')."""
+    from onnx import TensorProto, helper
+
+    from mrt.pipeline import convert
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("ReduceSum", ["sq", "axes"], ["s"], keepdims=1),
+             helper.make_node("Add", ["s", "one"], ["s1"]),
+             helper.make_node("Div", ["x", "s1"], ["y"]),
+             helper.make_node("ReduceL2", ["y", "axes"], ["n"], keepdims=1),
+             helper.make_node("Div", ["y", "n"], ["z"])]
+    g = helper.make_graph(nodes, "divdiv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 16])],
+                          [helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
+                           helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+    calib = np.random.default_rng(0).normal(size=(64, 16)).astype(np.float32)
+    graph = run_pipeline(import_onnx(model), DEFAULT_PIPELINE)
+    every = tuple(sorted({n.outputs[0] for n in graph.nodes} - set(graph.outputs)))
+    m = convert(model, calib, progress=False, wide_tensors=every)
+    made = {n.output: n for n in m.graph.nodes}
+    num = made[made["z"].inputs[0]]  # z = div(z.num, z.den); z.num = mul(requant(y), 2^p)
+    assert num.op == "mul" and made[num.inputs[0]].op == "requant" and made[num.inputs[0]].inputs[0] == "y"
+    assert int(m.graph.constants[num.inputs[1]].reshape(-1)[0]) >= 2 ** 8  # widened by p >= 8 bits
