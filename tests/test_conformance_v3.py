@@ -50,3 +50,14 @@ def test_every_case_is_an_earlier_case_in_opset_3():
 def test_backends_pass_suite_v3(backend):
     results = run_suite(SUITE, backend)
     assert results and all(r["ok"] for r in results), [(r["name"], r["error"] or r["got"]) for r in results if not r["ok"]]
+
+
+def test_recorded_platforms_passed_every_case():
+    """platforms.json: scripts/crossplatform/run.sh i386|arm64 --record with CVM_CONFORMANCE_DIR pointing
+    here, and the host (`cvm conformance ... --json`, `python -m cvm.conformance record`)."""
+    import json
+    platforms = json.loads((SUITE / "platforms.json").read_text())["platforms"]
+    assert {"x86_64", "i686", "aarch64"} <= {p["machine"] for p in platforms}
+    for p in platforms:
+        assert p["passed"] == p["cases"] == len(MANIFEST["cases"]) and not p["failed"], p["label"]
+        assert p["suite_version"] == MANIFEST["version"], p["label"]
