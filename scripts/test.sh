@@ -3,7 +3,7 @@
 #   1. ruff and the size budget (scripts/check_budget.py), then the main suite in .venv (numpy 2):
 #      unit, property-based, conformance, chain, anvil;
 #   2. the FHE tests and the hash-stability tests in .venv-fhe (concrete-python, numpy 1.x);
-#   3. the conformance suites (v1 and v2) in a 32-bit x86 Debian userland (when running as root, as CI does).
+#   3. the conformance suites (v1, v2 and v3) in a 32-bit x86 Debian userland (when running as root, as CI does).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -18,5 +18,6 @@ fi
 if [ "$(id -u)" = 0 ] && [ "${CVM_SKIP_XPLAT:-0}" != 1 ]; then
   bash scripts/crossplatform/run.sh i386 || status=1
   CVM_CONFORMANCE_DIR=fixtures/conformance/v2 bash scripts/crossplatform/run.sh i386 || status=1
+  CVM_CONFORMANCE_DIR=fixtures/conformance/v3 bash scripts/crossplatform/run.sh i386 || status=1
 fi
 exit $status
