@@ -1,6 +1,7 @@
 """Where a round's gas goes: the demo run with SSTORE, SLOAD, LOG and KECCAK gas tallied per transaction.
 
-    .venv/bin/python -m cvm.chain.gasprofile
+    .venv/bin/python -m cvm.chain.gasprofile              (InferenceOracle's round: `cvm demo`)
+    .venv/bin/python -m cvm.chain.gasprofile --batched    (BatchedOracle's: cvm/chain/batch_demo.py)
 
 py-evm's opcode table is wrapped so each of these opcodes records what it charged; SSTOREs are
 grouped by their charge (22,100 / 20,000: an empty slot filled, cold / warm; 2,900: a nonzero slot
@@ -70,10 +71,15 @@ class Profile:
         return "\n".join(reversed(lines))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m cvm.chain.gasprofile", description=__doc__.splitlines()[0])
+    p.add_argument("--batched", action="store_true", help="profile BatchedOracle's round instead")
+    args = p.parse_args(argv)
     profile = Profile()
     profile.install()
-    from cvm.chain import demo  # after install: the chain's VM classes derive from the patched ones
+    from cvm.chain import batch_demo, demo  # after install: the chain's VM classes derive from the patched ones
 
     rows: list[list] = []
     report = demo.report
@@ -83,7 +89,7 @@ def main() -> int:
         return report(gas, checks)
 
     demo.report = keep
-    rc = demo.run_demo()
+    rc = batch_demo.run_batched_demo() if args.batched else demo.run_demo()
     print("\nper transaction (gas used: opcode count = gas):")
     print(profile.report({int(r[1]) for r in rows}))
     return rc
