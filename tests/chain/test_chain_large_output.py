@@ -9,6 +9,7 @@ served like any other. A GasProbe contract as the callback records the gas it ar
 - A finaliser who sends the finalising reveal with the least gas that succeeds (the embedded
   chain's estimate, within ESTIMATE_TOLERANCE of it) cannot shorten the callback: a little less
   reverts with InsufficientGasForCallback, and at the estimate the probe again gets the whole limit.
+- The same round on BatchedOracle, through three batch nodes and the relay.
 """
 
 from __future__ import annotations
@@ -17,13 +18,19 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from chainkit import CONFIG, make_env, reverts
+from chainkit import BACKEND, CONFIG, Env, make_env, reverts
 from test_chain_node import make_operator, run_until_final
 from web3.logs import DISCARD
 
 import cvm
-from cvm.chain.embedded import ESTIMATE_TOLERANCE
+from cvm.chain import relay
+from cvm.chain.batch import deploy_batched_oracle, latest_round
+from cvm.chain.batch_node import BatchedOperator
+from cvm.chain.contracts import register_model
+from cvm.chain.embedded import ESTIMATE_TOLERANCE, EmbeddedChain
 from cvm.chain.node import Status
+from cvm.chain.states import DONE
+from cvm.chain.store import ModelStore
 
 pytestmark = pytest.mark.chain
 OUTPUT_BYTES = 64 * 4160
@@ -100,3 +107,39 @@ def test_the_least_gas_finaliser_cannot_shorten_the_callback(tmp_path, salts):
     print(f"\nfinalising reveal at the least gas that succeeds ({least:,}, gas used {r['gasUsed']:,}): the callback "
           f"arrived with {entry:,} gas of {config.callback_gas_limit:,}")
     assert config.callback_gas_limit - ENTRY_OVERHEAD <= entry <= config.callback_gas_limit
+
+
+def test_a_batched_round_with_a_256_kb_output_gives_the_callback_its_whole_gas_limit(tmp_path):
+    """The same on BatchedOracle: three batch nodes, the openings (with the 266,240-byte output) through
+    the relay, the finalising batch sent with revealGas plus the per-opening allowance."""
+    store = ModelStore(tmp_path / "models")
+    model = store.get(store.put(large_output_model()))
+    chain = EmbeddedChain(store, backend="reference", num_accounts=10)
+    dep = deploy_batched_oracle(chain.w3, chain.keys[0], CONFIG)
+    register_model(dep.registry, chain.keys[0], model)
+    env = Env(chain, store, model, dep, CONFIG)
+    env.stake_all(3)
+    probe, _ = env.deploy_test("GasProbe")
+    data, out = sample(model, 2)
+    r = env.send(env.player, env.oracle.functions.request(model.hash, data, probe.address), value=env.fee)
+    rid = env.oracle.events.InferenceRequested().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
+    chain.mine()
+    server = relay.serve(port=0)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        ops = [BatchedOperator(env.w3, key, env.oracle.address, store, tmp_path / f"op{i}.sqlite", backend=BACKEND,
+                               retry_delay=0.0, relay=url) for i, key in enumerate(env.operators[:3])]
+        for _ in range(10):
+            for op in ops:
+                op.step()
+            if all(op.job(rid).state == DONE for op in ops):
+                break
+    finally:
+        server.shutdown()
+    final = latest_round(env.oracle, rid)
+    assert final.status == Status.FINALIZED and all(op.job(rid).note == "finalised with our output" for op in ops)
+    assert probe.functions.calls().call() == 1 and probe.functions.outputLength().call() == OUTPUT_BYTES
+    entry = probe.functions.gasAtEntry().call()
+    print(f"\nbatched: the callback of a {OUTPUT_BYTES:,}-byte output arrived with {entry:,} gas of "
+          f"{CONFIG.callback_gas_limit:,}")
+    assert CONFIG.callback_gas_limit - ENTRY_OVERHEAD <= entry <= CONFIG.callback_gas_limit
