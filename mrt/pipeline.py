@@ -14,6 +14,7 @@ import numpy as np
 from eth_hash.auto import keccak
 
 import cvm
+from mrt import bias_choice
 from mrt.calibrate import calibrate, data_hash
 from mrt.errors import BadInput
 from mrt.limits import check_import
@@ -150,7 +151,12 @@ def _quantize(c: Conversion):
     o = c.options
     features = {s.name: np.abs(c.data[s.name]).max(axis=0) for s in c.graph.inputs
                 if len(s.shape) == 1 and o.per_feature_inputs}
-    c.emitted = emit(c.graph, c.thresholds, _config(o), _meta(c), feature_thresholds=features, means=c.means)
+    cfg = _config(o)
+    if cfg.target == "cvm" and "bias_correction" not in o.overrides:  # measured per model (mrt.bias_choice)
+        on, c.emitted, _ = bias_choice.choose(c.graph, c.data, lambda bc: emit(
+            c.graph, c.thresholds, replace(cfg, bias_correction=bc), _meta(c), feature_thresholds=features, means=c.means))
+    else:
+        c.emitted = emit(c.graph, c.thresholds, cfg, _meta(c), feature_thresholds=features, means=c.means)
     return c.emitted[0]
 
 

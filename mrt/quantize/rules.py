@@ -60,7 +60,10 @@ def _rounding_shift(err: np.ndarray, mean: np.ndarray, groups: int) -> np.ndarra
 
 
 def _input_mean(qz, node, channel_axis: int):
-    """The calibration mean of the node's float input per input channel (None without one)."""
+    """The calibration mean of the node's float input per input channel (None without one, or for a graph
+    input where the target does not correct the layers reading its inputs: QuantConfig.bias_correction_at_inputs)."""
+    if not qz.cfg.bias_correction_at_inputs and node.inputs[0] in qz.graph_inputs:
+        return None
     m = qz.means.get(node.inputs[0])
     if m is None:
         return None

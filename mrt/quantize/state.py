@@ -76,6 +76,7 @@ class Quantizer:
         self.b = cvm.GraphBuilder()
         self.bounds = Bounds(LATEST_OPSET)  # the graph is written in the lowest opset that holds its ops
         self.q: dict[str, QT] = {}
+        self.graph_inputs = {s.name for s in graph.inputs}
         self._names: set[str] = set()
         self._shared: dict[tuple, str] = {}  # const(share=...): (key, dtype, shape, values) -> the emitted constant
 
