@@ -17,7 +17,7 @@ import {RefereeMerkle} from "./RefereeMerkle.sol";
 /// for the caller to prove against the agreed part of the trace. A read of a word that is not
 /// given reverts (MissingWord); cvm/chain/referee.py gives exactly the words read.
 contract Referee {
-    uint256 public constant NONE = 0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff; // NodeSpec.act of a constant input: type(uint256).max
+    uint256 internal constant NONE = 0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff; // NodeSpec.act of a constant input: type(uint256).max
 
     // op codes (cvm.chain.model_commitment.OPS)
     uint256 internal constant CONV2D = 1;
@@ -139,7 +139,7 @@ contract Referee {
     }
 
     /// clip(round_shift(x * m, s), -bits_max(p), bits_max(p)) (spec 7.7).
-    function requant(int256 x, int256 m, uint256 s, uint256 bits) public pure returns (int256) {
+    function requant(int256 x, int256 m, uint256 s, uint256 bits) internal pure returns (int256) {
         int256 v = x * m;
         if (s > 0) v = (v + (int256(1) << (s - 1))) >> s;
         int256 l = (int256(1) << (bits - 1)) - 1;
@@ -147,7 +147,7 @@ contract Referee {
     }
 
     /// floor((2x + d) / (2d)) for d >= 1 (spec 7.9).
-    function roundDiv(int256 x, int256 d) public pure returns (int256 q) {
+    function roundDiv(int256 x, int256 d) internal pure returns (int256 q) {
         int256 n = 2 * x + d;
         int256 dd = 2 * d;
         q = n / dd;
@@ -439,7 +439,7 @@ contract Referee {
     }
 
     /// floor(sqrt(a)) (spec 15.2), Newton's iteration from above.
-    function isqrt(uint256 a) public pure returns (uint256 x) {
+    function isqrt(uint256 a) internal pure returns (uint256 x) {
         if (a < 2) return a;
         x = a;
         uint256 y = (a >> 1) + 1;
