@@ -111,9 +111,10 @@ def _groups(groups, cg, og, hw, k=1):
     return (groups * cg, hw, hw), make
 
 
-def _groups_t(groups, cg, og, hw):
+def _groups_t(groups, cg, og, hw, k=1, stride=1):
     def make(b, x, rng):
-        return b.op("conv_transpose2d", x, b.const(rng.integers(-1, 2, (groups * cg, og, 1, 1))), groups=groups)
+        w = rng.integers(-1, 2, (groups * cg, og, k, k))
+        return b.op("conv_transpose2d", x, b.const(w), groups=groups, strides=(stride, stride))
     return (groups * cg, hw, hw), make
 
 
@@ -127,6 +128,8 @@ LANE_PROBES = {
     "depthwise_1ch_256": _groups(1, 1, 1, 256, 3),
     "convT_groups_1x1": _groups_t(1024, 1, 2, 1),
     "convT_groups_8x8": _groups_t(64, 2, 2, 8),
+    "convT_stride4_64": _groups_t(1, 1, 1, 64, 4, 4),
+    "convT_depthwise_s2": _groups_t(32, 1, 1, 32, 2, 2),
 }
 
 
