@@ -8,26 +8,14 @@ Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples (default 10
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import cvm
 from cvm.interp import numba as nb
-from cvm.interp.numba_kernels import lower_mac
 from strategies import finish, output_chain, values
 from test_numba_equivalence import check
 from test_numba_fusion import SETTINGS, EXAMPLES
-
-
-@pytest.fixture(autouse=True, scope="module")
-def small_outputs_take_the_vnni_kernel():
-    """The planner keeps small outputs (< DW_VNNI_MIN_PIXELS) on the plain kernel, which is faster
-    there; the cases here are small, so the VNNI kernel is made to take every size."""
-    keep = lower_mac.DW_VNNI_MIN_PIXELS
-    lower_mac.DW_VNNI_MIN_PIXELS = 1
-    yield
-    lower_mac.DW_VNNI_MIN_PIXELS = keep
 
 
 @st.composite
@@ -68,12 +56,10 @@ def test_depthwise_split_between_threads_matches_reference(case, threads):
     check(case, threads=threads, split="always")
 
 
-def test_mobilenet_block_takes_the_vnni_depthwise_path(monkeypatch):
+def test_mobilenet_block_takes_the_vnni_depthwise_path():
     """A ReLU6 output (int16, proven 0..255) into a 3x3 depthwise conv of 40 channels (not a multiple
-    of 16), then a stride-2 one on its int8 output: the first (20x16 outputs) takes "dwvnni" where
-    VNNI runs, the second (10x8 outputs, below DW_VNNI_MIN_PIXELS) and both on the portable ISA
-    take "depthwise"; outputs equal the reference."""
-    monkeypatch.setattr(lower_mac, "DW_VNNI_MIN_PIXELS", 256)
+    of 16), then a stride-2 one on its int8 output: both take "dwvnni" where VNNI runs, "depthwise"
+    on the portable ISA; outputs equal the reference."""
     rng = np.random.default_rng(0)
     b = cvm.GraphBuilder()
     x = b.input("x", (40, 20, 16), 8)
@@ -88,6 +74,6 @@ def test_mobilenet_block_takes_the_vnni_depthwise_path(monkeypatch):
     for isa in nb.available_isas():
         runner = nb.prepare(model.graph, model.analysis, isa=isa)
         paths = [s.label.split("]")[0] + "]" for s in runner.plan.steps if s.label.startswith("conv2d[d")]
-        expect = ["conv2d[dwvnni]", "conv2d[depthwise]"] if isa == "vnni" else ["conv2d[depthwise]"] * 2
+        expect = ["conv2d[dwvnni]" if isa == "vnni" else "conv2d[depthwise]"] * 2
         assert paths == expect, paths
         assert np.array_equal(runner(xs)[z], want[z])

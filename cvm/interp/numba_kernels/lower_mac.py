@@ -167,11 +167,6 @@ def _prepare_depthwise(p: Planner, m: Gemm) -> KernelCall:
     return KernelCall(conv.conv_depthwise, args, m.portable_geo(), conv.BLOCK_ROWS)
 
 
-DW_VNNI_MIN_PIXELS = 256  # output pixels per sample: below, a kernel of at most 3x3 keeps the plain path,
-# where the per-row quad building and the padded copy cost more than they save (MobileNetV2, batch 1:
-# 14x14 and 7x7 outputs equal or up to 1.5x slower); 5x5 kernels gain there too (EfficientNet-B0 0.97x)
-
-
 def dw_vnni_paid(geom: dict, c: int) -> bool:
     """The "dwvnni" path's buffers are paid for as the VNNI path's are (vnni_buffers_paid): the padded
     uint8 input (the same copy, at most VNNI_PAD_FACTOR bytes per paid element); one output row's tap
@@ -239,7 +234,6 @@ def _path(p: Planner, m: Gemm) -> str:
         path = "depthwise"
         z = vnni_offset(x)
         if (p.isa == "vnni" and z is not None and m.rows.min() >= -128 and m.rows.max() <= 127
-                and (m.gm["oh"] * m.gm["ow"] >= DW_VNNI_MIN_PIXELS or m.gm["kh"] * m.gm["kw"] > 9)
                 and dw_vnni_paid(m.gm, g) and partial_sums_fit_int32(m.rows, 0, 255, m.bias - z * m.rows.sum(axis=1))):
             path = "dwvnni"
     return path
