@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 from web3.logs import DISCARD
 
-import cvm
 from cvm.chain import demo, relay
 from cvm.chain.batch import deploy_batched_oracle, latest_round
 from cvm.chain.batch_node import BatchedOperator

@@ -60,12 +60,19 @@ class BatchedDisputant(Disputant):
         self._blocks: dict[int, int] = {}
 
     def open_call(self, request_id: int, defender: str, mine: Claim, theirs: Claim):
-        r = latest_round(self.oracle, request_id, from_block=self._from_block(request_id))
+        r = self.round_of(request_id)
         return self.oracle.functions.openDispute(request_id, r.call, defender, mine.as_tuple(), theirs.as_tuple())
 
     def window_end(self, request_id: int) -> int:
-        r = latest_round(self.oracle, request_id, from_block=self._from_block(request_id))
+        r = self.round_of(request_id)
         return r.reveal_deadline(self.reveal_window) + r.fields["challengeWindow"]
+
+    def round_of(self, request_id: int) -> Round:
+        """The request's current round (batch.latest_round)."""
+        try:
+            return latest_round(self.oracle, request_id, from_block=self._from_block(request_id))
+        except StaleRound as e:  # not indexed yet: the node retries the step, like any RPC failure
+            raise ConnectionError(str(e)) from e
 
     def _from_block(self, request_id: int) -> int:
         """The request's block, where its logs begin (read once)."""
@@ -206,7 +213,7 @@ class BatchedOperator(Operator):
             mine = Claim(job.output_hash, Web3.keccak(job.output), job.trace_root)
             self.disputant.play(rid, self.trace(job), mine, from_block=self._request_block[rid])
             open_disputes = self.oracle.functions.disputesOf(rid).call()[0]
-            r = self._rounds[rid] = latest_round(self.oracle, rid, from_block=self._request_block[rid])
+            r = self._rounds[rid] = self.disputant.round_of(rid)
         if open_disputes:
             return  # the game goes on: its moves come on the next steps
         everyone_revealed = all(r.revealed(i) for i in range(len(r.committers)))
