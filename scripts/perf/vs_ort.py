@@ -83,9 +83,7 @@ def main(argv=None) -> int:
         for model in a.models:
             path = str(Path(model).resolve())
             bm = load_bench_model(path, a.data, a.onnx)
-            q = quantize_ort_int8(bm.onnx_path, bm.calib[:512], cache) if not (cache / f"{Path(bm.onnx_path).stem}_int8.onnx").exists() \
-                else cache / f"{Path(bm.onnx_path).stem}_int8.onnx"
-            sess = _ort_session(q, 1)
+            sess = _ort_session(quantize_ort_int8(bm.onnx_path, bm.calib[:512], cache), 1)  # (reused when cached)
             runner = nb.prepare(bm.model.graph, bm.model.analysis, threads=1)
             old = OldRunner(tmp, path)
             name = bm.model.inputs[0].name
