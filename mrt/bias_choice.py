@@ -15,7 +15,9 @@ import numpy as np
 import cvm
 from mrt.float_exec import run_float
 
-SAMPLES = 16  # calibration samples the two integer models are compared on (numba backend)
+OUTPUT_VALUES = 16384  # output values the two integer models are compared on (numba backend): 17 samples of
+# a 1000-class classifier, every calibration sample of a one-value forecaster (16 of the sunspots LSTM's chose wrong)
+MIN_SAMPLES = 16
 
 
 def output_error(model: cvm.Model, data: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
@@ -33,8 +35,9 @@ def output_error(model: cvm.Model, data: dict[str, np.ndarray], want: dict[str, 
 
 def choose(graph, data: dict[str, np.ndarray], emit_with) -> tuple[bool, tuple, dict[bool, float]]:
     """emit_with(bias_correction) -> (integer graph, metadata). Returns the choice, its emitted graph
-    and the output error of both candidates on the first SAMPLES calibration samples."""
-    head = {k: v[:SAMPLES] for k, v in data.items()}
+    and the output error of both candidates on the first calibration samples (OUTPUT_VALUES outputs)."""
+    per_sample = sum(int(np.prod(graph.shapes[o])) for o in graph.outputs) or 1
+    head = {k: v[:max(MIN_SAMPLES, -(-OUTPUT_VALUES // per_sample))] for k, v in data.items()}
     want = run_float(graph, head)
     emitted, errors = {}, {}
     for on in (False, True):
