@@ -65,8 +65,11 @@ class JobDB:
                 setattr(job, k, v)
 
     def record_signed(self, request_id: int, commit_deadline: int) -> None:
-        """A commit of this request was signed (before it is posted anywhere)."""
+        """A commit of this request was signed (before it is posted anywhere); the records of requests
+        that are done go."""
         with self.db:
+            self.db.execute("DELETE FROM signed_commits WHERE request_id IN "
+                            "(SELECT request_id FROM requests WHERE state = ?)", (DONE,))
             self.db.execute("INSERT OR REPLACE INTO signed_commits VALUES (?, ?)", (request_id, commit_deadline))
 
     def signed_pending(self, now: int, exclude: int | None = None) -> int:
