@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import cvm
+from cvm import limits
 from mrt.float_exec import run_float
 
 OUTPUT_VALUES = 16384  # output values the two integer models are compared on (numba backend): 17 samples of
@@ -23,8 +24,14 @@ MIN_SAMPLES = 16
 def output_error(model: cvm.Model, data: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
     """||dequantized integer outputs - float outputs|| / ||float outputs||, over every graph output."""
     ints = {spec.name: model.quantize_input(data[f], spec.name) for f, spec in zip(data, model.inputs)}
-    got = model.run(ints if len(ints) > 1 else next(iter(ints.values())), backend="numba")
-    got = got if isinstance(got, dict) else {model.outputs[0].name: got}
+    n = len(next(iter(ints.values())))
+    step = max(1, limits.of(model.graph.opset).run_bytes // max(model.analysis.activation_bytes, 1))  # a run's memory cap
+    parts = []
+    for i in range(0, n, step):
+        chunk = {k: v[i:i + step] for k, v in ints.items()}
+        y = model.run(chunk if len(chunk) > 1 else next(iter(chunk.values())), backend="numba")
+        parts.append(y if isinstance(y, dict) else {model.outputs[0].name: y})
+    got = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     num = den = 0.0
     for spec, f in zip(model.outputs, want.values()):
         y = model.dequantize_output(got[spec.name], spec.name).reshape(f.shape)

@@ -44,3 +44,17 @@ def test_cvm_leaves_the_layer_reading_a_graph_input_uncorrected():
     later = [[n for n in m.graph.nodes if n.op in ("conv2d", "dense")][1:] for m in (plain, corrected)]
     assert any(not np.array_equal(plain.graph.constants[a.inputs[2]], corrected.graph.constants[b.inputs[2]])
                for a, b in zip(*later))
+
+
+def test_the_comparison_runs_in_batches_within_the_run_memory_cap(monkeypatch):
+    """DenseNet-121 at 224x224 needs 176 MB of activations a sample: 16 at once are over the 2 GB cap."""
+    from types import SimpleNamespace
+    from mrt.float_exec import run_float
+    path, calib = _mnist()
+    c = pipeline.prepare(path, calib, progress=False)
+    model = pipeline.finish(c, bias_correction=False)
+    head = {k: v[:10] for k, v in c.data.items()}
+    want = run_float(c.graph, head)
+    whole = bias_choice.output_error(model, head, want)
+    monkeypatch.setattr(bias_choice.limits, "of", lambda opset: SimpleNamespace(run_bytes=3 * model.analysis.activation_bytes))
+    assert bias_choice.output_error(model, head, want) == whole
