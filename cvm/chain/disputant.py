@@ -90,7 +90,9 @@ class Disputant:
 
     def open(self, request_id: int, defender: str, mine: Claim, theirs: Claim) -> int:
         call = self.open_call(request_id, defender, mine, theirs)
-        receipt = self.send(self.w3, self.account, call, gas=MOVE_GAS + 200_000)
+        # estimated: opening records both votes' revealers (a slot each), so its gas grows with the committee
+        gas = call.estimate_gas({"from": self.account.address}) * 6 // 5 + 50_000
+        receipt = self.send(self.w3, self.account, call, gas=gas)
         dispute_id = self.oracle.events.DisputeOpened().process_receipt(receipt)[0]["args"]["disputeId"]
         log.info("request %d: opened dispute %d against %s", request_id, dispute_id, defender)
         return dispute_id

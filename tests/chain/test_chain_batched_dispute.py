@@ -105,7 +105,11 @@ def check_outcome(w3, oracle, ops, rid, window):
     dispute_id = resolved[0]["args"]["disputeId"]
     d = game.functions.getDispute(dispute_id).call()
     assert d[5] == Phase.RESOLVED and d[11] == FORGED_LEAF  # bisected to the forged tensor
-    opened = oracle.events.DisputeOpened().get_logs(from_block=0)[0]["args"]
+    opened_log = oracle.events.DisputeOpened().get_logs(from_block=0)[0]
+    opened = opened_log["args"]
+    gas = lambda log: w3.eth.get_transaction_receipt(log["transactionHash"])["gasUsed"]  # noqa: E731
+    print(f"\nbatched openDispute {gas(opened_log):,} gas; the move that resolved it (slashing both colluders) "
+          f"{gas(resolved[0]):,} gas")
     honest_challenged = opened["challenger"] == honest.account.address
     wrong = (resolved[0]["args"]["challengerWrong"], resolved[0]["args"]["defenderWrong"])
     assert wrong == ((False, True) if honest_challenged else (True, False))
