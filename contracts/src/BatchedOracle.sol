@@ -3,6 +3,7 @@ pragma solidity ^0.8.28;
 
 import {ModelRegistry} from "./ModelRegistry.sol";
 import {DisputeGame} from "./DisputeGame.sol";
+import {Referee} from "./Referee.sol";
 import {OracleCore} from "./InferenceOracle.sol";
 
 /// @title BatchedOracle
@@ -97,7 +98,7 @@ contract BatchedOracle is OracleCore {
     error StaleRound(uint256 requestId);
     error BadSignature(uint256 index);
 
-    constructor(ModelRegistry registry_, Config memory c) OracleCore(registry_, c) {}
+    constructor(ModelRegistry registry_, Referee referee_, Config memory c) OracleCore(registry_, referee_, c) {}
 
     function claim() external nonReentrant {
         _claim();

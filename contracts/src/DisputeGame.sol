@@ -134,10 +134,12 @@ contract DisputeGame {
     error BadSpec(uint256 disputeId);
     error TooDeepToReferee(uint256 disputeId, uint256 wordDepth);
 
-    constructor(uint64 moveTime_) {
+    /// `referee_`: the Solidity Referee, deployed once on its own (its code would push the oracles,
+    /// which create this game, past EIP-3860's initcode limit).
+    constructor(uint64 moveTime_, Referee referee_) {
         oracle = msg.sender;
         moveTime = moveTime_;
-        referee = new Referee();
+        referee = referee_;
     }
 
     /// The longest a dispute can last: every bisection round and the step at full time.

@@ -4,6 +4,7 @@ pragma solidity ^0.8.28;
 import {ModelRegistry} from "./ModelRegistry.sol";
 import {IInferenceConsumer} from "./IInferenceConsumer.sol";
 import {DisputeGame} from "./DisputeGame.sol";
+import {Referee} from "./Referee.sol";
 
 /// @title InferenceOracle
 /// @notice Asynchronous CVM inference on any EVM chain. Staked operators run the registered model
@@ -197,10 +198,12 @@ abstract contract OracleCore {
         _locked = false;
     }
 
-    constructor(ModelRegistry registry_, Config memory c) {
-        disputeGame = new DisputeGame(c.disputeMoveTime);
+    /// `referee_`: the Solidity Referee its DisputeGame uses where no trace precompile exists,
+    /// deployed once, separately (cvm/chain/contracts.py deploy_oracle).
+    constructor(ModelRegistry registry_, Referee referee_, Config memory c) {
+        disputeGame = new DisputeGame(c.disputeMoveTime, referee_);
         if (
-            address(registry_) == address(0) || c.treasury == address(0) || c.quorum == 0
+            address(registry_) == address(0) || address(referee_).code.length == 0 || c.treasury == address(0) || c.quorum == 0
                 || c.quorum > c.committeeSize || c.committeeSize > MAX_COMMITTEE || c.minStake == 0
                 || c.slashAmount == 0 || c.slashAmount > c.minStake || c.commitWindow == 0 || c.revealWindow == 0
                 || c.disputeMoveTime == 0 || c.callbackGasLimit > MAX_CALLBACK_GAS
@@ -471,7 +474,7 @@ contract InferenceOracle is OracleCore {
     mapping(uint256 => mapping(address => bytes32)) private _words;
     mapping(uint256 => mapping(uint256 => address)) private _committers; // r.commits of them
 
-    constructor(ModelRegistry registry_, Config memory c) OracleCore(registry_, c) {}
+    constructor(ModelRegistry registry_, Referee referee_, Config memory c) OracleCore(registry_, referee_, c) {}
 
     function claim() external nonReentrant {
         _claim();

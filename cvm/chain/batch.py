@@ -15,7 +15,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
 
-from cvm.chain.contracts import Deployment, OracleConfig, deploy
+from cvm.chain.contracts import Deployment, OracleConfig, deploy_oracle
 from cvm.chain.states import Status
 
 # BatchedOracle.Round, in the Solidity field order (the tuple a call takes)
@@ -181,7 +181,4 @@ def opening_tuple(operator: str, output_hash: bytes, trace_root: bytes, salt: by
 
 def deploy_batched_oracle(w3: Web3, account: LocalAccount, config: OracleConfig | None = None) -> Deployment:
     """A ModelRegistry and a BatchedOracle (with its DisputeGame) configured like deploy_oracle's."""
-    registry, r1 = deploy(w3, account, "ModelRegistry")
-    config = config or OracleConfig()
-    oracle, r2 = deploy(w3, account, "BatchedOracle", registry.address, config.as_tuple(account.address))
-    return Deployment(registry, oracle, {"ModelRegistry": r1, "BatchedOracle": r2})
+    return deploy_oracle(w3, account, config or OracleConfig(), "BatchedOracle")

@@ -191,10 +191,15 @@ class Deployment:
     receipts: dict[str, dict]
 
 
-def deploy_oracle(w3: Web3, account: LocalAccount, config: OracleConfig = OracleConfig()) -> Deployment:
+def deploy_oracle(w3: Web3, account: LocalAccount, config: OracleConfig = OracleConfig(),
+                  name: str = "InferenceOracle") -> Deployment:
+    """A ModelRegistry, the Solidity Referee and the oracle `name` (InferenceOracle or BatchedOracle,
+    which creates its DisputeGame). The Referee is its own contract, passed to the oracle's
+    constructor: created inside the game it would push the oracles past EIP-3860's initcode limit."""
     registry, r1 = deploy(w3, account, "ModelRegistry")
-    oracle, r2 = deploy(w3, account, "InferenceOracle", registry.address, config.as_tuple(account.address))
-    return Deployment(registry, oracle, {"ModelRegistry": r1, "InferenceOracle": r2})
+    referee, r2 = deploy(w3, account, "Referee")
+    oracle, r3 = deploy(w3, account, name, registry.address, referee.address, config.as_tuple(account.address))
+    return Deployment(registry, oracle, {"ModelRegistry": r1, "Referee": r2, name: r3})
 
 
 def tensor_spec(spec) -> tuple[list[int], int]:

@@ -28,13 +28,18 @@ def agreed(env, seed=0):
 def test_constructor_rejects_bad_config(env):
     longest = (CONFIG.commit_window + CONFIG.reveal_window + CONFIG.max_challenge_window
                + 17 * CONFIG.dispute_move_time)  # + DisputeGame.maxDuration
+    referee, _ = deploy(env.w3, env.deployer, "Referee")
     for bad in (OracleConfig(quorum=4, committee_size=3), OracleConfig(quorum=0),
                 OracleConfig(slash_amount=2 * 10**18), OracleConfig(slash_amount=0),
                 OracleConfig(withdrawal_delay=600),  # shorter than a request's life and its disputes
                 replace(CONFIG, withdrawal_delay=longest),
                 OracleConfig(callback_gas_limit=5_000_001)):  # no reveal could carry the callback
         with reverts("InvalidConfig"):
-            deploy(env.w3, env.deployer, "InferenceOracle", env.registry.address, bad.as_tuple(env.deployer.address))
+            deploy(env.w3, env.deployer, "InferenceOracle", env.registry.address, referee.address,
+                   bad.as_tuple(env.deployer.address))
+    with reverts("InvalidConfig"):  # the referee must be a contract (deployed once, on its own)
+        deploy(env.w3, env.deployer, "InferenceOracle", env.registry.address, env.deployer.address,
+               CONFIG.as_tuple(env.deployer.address))
 
 
 def test_stake_unstake_withdraw_after_delay(env):
