@@ -17,30 +17,31 @@ interface IDisputeOracle {
 /// @notice Settles a disagreement between two revealers of one oracle request, created by and
 /// reporting to the InferenceOracle that deployed it. Each revealer committed to a trace root: the
 /// Merkle root (keccak256(left ++ right), zero leaves up to a power of two) over the leaves of its
-/// run, each tensor's word root (RefereeMerkle) in graph order: leaf 0 is the request's input, leaf
-/// i + 1 the output of node i.
+/// run, each tensor's word root (RefereeMerkle) in graph order: leaves 0..k-1 are the model's k
+/// inputs (slices of the request's input, spec section 11), leaf k + i the output of node i.
 ///
 /// Bisection: both parties post the two children of their current subtree root each round; the game
 /// descends into the left child when the left children differ, else into the right one. After
 /// `depth` rounds it holds the first leaf where the traces differ, every leaf before it agreed.
-/// Step: anyone re-executes that one leaf: leaf 0 is the word root of the input whose keccak256 the
-/// request fixed; a node is run by the CVM trace precompile on its inputs, each proven against the
-/// agreed part of the trace. A party whose leaf differs from the re-executed one loses. Two votes
+/// Step: anyone re-executes that one leaf: an input leaf is the word root of its slice of the input
+/// whose keccak256 the request fixed; a node is run by the CVM trace precompile on its inputs, each
+/// proven against the agreed part of the trace. A party whose leaf differs from the re-executed one loses. Two votes
 /// with the same trace root differ in their output: the output leaf is proven and its output hash
 /// computed on chain. A party that misses a move's deadline loses (both, when a step or output
 /// check is left undone).
 ///
 /// Without the precompile (anvil, Ethereum) the game uses the model's referee commitment in the
 /// registry (cvm/chain/model_commitment.py) and goes on inside the disputed node: anyone proves the
-/// node's spec against it (`openNode`), the parties bisect the node's output tensor down to one
-/// 32-byte word where they differ (`bisect` again), and anyone has the Solidity Referee recompute
-/// the first element of that word where the parties differ, from input and constant words proven
-/// against the trace and the spec (`resolveElement`). Both bisections together must fit the
-/// moves that `maxDuration` allows (trace depth + word depth <= MAX_DEPTH - 1). The referee has
-/// every op of opsets 1 and 2; a model with a node past the moves or past the referee's gas budget
-/// (model_commitment.MAX_REFEREE_GAS), or with more than one input, gets no commitment, so no
-/// dispute about it starts here (NoRefereeCommitment) and operators do not serve it
-/// (model_commitment.require_served): no step can time out for want of a referee.
+/// node's spec against it (`openNode`), the parties descend the node's output tensor's word tree,
+/// WORD_LEVELS levels a round, down to one 32-byte word where they differ (`bisectWords`), and
+/// anyone has the Solidity Referee recompute the first element of that word where the parties
+/// differ, from input and constant words proven against the trace and the spec (`resolveElement`).
+/// Both bisections together must fit the moves that `maxDuration` allows (trace depth +
+/// ceil(word depth / WORD_LEVELS) <= MAX_DEPTH - 1). The referee has every op of opsets 1 and 2; a
+/// model with a node past the moves or past the referee's gas budget
+/// (model_commitment.MAX_REFEREE_GAS) gets no commitment, so no dispute about it starts here
+/// (NoRefereeCommitment) and operators do not serve it (model_commitment.require_served): no step
+/// can time out for want of a referee.
 contract DisputeGame {
     struct Claim {
         bytes32 outputHash;
@@ -105,6 +106,7 @@ contract DisputeGame {
     }
 
     uint256 public constant MAX_DEPTH = 16; // 2^16 leaves: more than opset 2's 16,384 nodes and an input
+    uint256 public constant WORD_LEVELS = 4; // word-tree levels one Inner round descends (16 nodes per move)
 
     address public immutable oracle;
     Referee public immutable referee;
@@ -115,6 +117,7 @@ contract DisputeGame {
     event Bisected(uint256 indexed disputeId, uint8 level, uint32 index);
     event NodeOpened(uint256 indexed disputeId, uint32 leaf, uint8 wordDepth);
     event BisectedWord(uint256 indexed disputeId, uint8 level, uint32 word);
+    event WordsPosted(uint256 indexed disputeId, address party, bytes32[] nodes);
     event DisputeResolved(uint256 indexed disputeId, bool challengerWrong, bool defenderWrong);
 
     error NotOracle(address caller);
@@ -133,6 +136,7 @@ contract DisputeGame {
     error NotRefereed(uint256 disputeId);
     error BadSpec(uint256 disputeId);
     error TooDeepToReferee(uint256 disputeId, uint256 wordDepth);
+    error WrongOpponentNodes(uint256 disputeId);
 
     /// `referee_`: the Solidity Referee, deployed once on its own (its code would push the oracles,
     /// which create this game, past EIP-3860's initcode limit).
@@ -175,16 +179,10 @@ contract DisputeGame {
         }
     }
 
-    /// One party's move: the two children of its current subtree root (of the trace, or in the
-    /// Inner phase of the disputed tensor's word tree).
+    /// One party's move: the two children of its current subtree root of the trace.
     function bisect(uint256 id, bytes32 left, bytes32 right) external {
         Dispute storage d = _disputes[id];
-        bool inner = d.phase == Phase.Inner;
-        if (d.phase != Phase.Bisect && !inner) revert WrongPhase(id);
-        if (block.timestamp > d.deadline) revert MoveTimeOver(id);
-        bool isC = msg.sender == d.challenger;
-        if (!isC && msg.sender != d.defender) revert NotParty(msg.sender);
-        if (isC ? d.movedC : d.movedD) revert AlreadyMoved(msg.sender);
+        bool isC = _mover(id, d, Phase.Bisect);
         if (keccak256(abi.encodePacked(left, right)) != (isC ? d.nodeC : d.nodeD)) revert ChildrenMismatch(msg.sender);
         if (isC) (d.leftC, d.rightC, d.movedC) = (left, right, true);
         else (d.leftD, d.rightD, d.movedD) = (left, right, true);
@@ -194,30 +192,74 @@ contract DisputeGame {
         (d.nodeC, d.nodeD) = goLeft ? (d.leftC, d.leftD) : (d.rightC, d.rightD);
         (d.movedC, d.movedD) = (false, false);
         d.deadline = uint64(block.timestamp) + moveTime;
-        if (inner) {
-            d.word = d.word * 2 + (goLeft ? 0 : 1);
-            d.wlevel -= 1;
-            if (d.wlevel == 0) d.phase = Phase.Element;
-            emit BisectedWord(id, d.wlevel, d.word);
-            return;
-        }
         d.index = d.index * 2 + (goLeft ? 0 : 1);
         d.level -= 1;
         if (d.level == 0) d.phase = Phase.Step;
         emit Bisected(id, d.level, d.index);
     }
 
+    /// One party's move in the Inner phase: the 2^j nodes j levels below its current node of the
+    /// disputed tensor's word tree, j = min(WORD_LEVELS, levels left), so a round descends j levels.
+    /// The first mover's nodes are kept as their hash (and logged, WordsPosted); the second passes
+    /// them as `theirs`, and the game descends into the first node where the two lists differ.
+    function bisectWords(uint256 id, bytes32[] calldata mine, bytes32[] calldata theirs) external {
+        Dispute storage d = _disputes[id];
+        bool isC = _mover(id, d, Phase.Inner);
+        uint256 j = d.wlevel < WORD_LEVELS ? d.wlevel : WORD_LEVELS;
+        if (mine.length != (uint256(1) << j) || _fold(mine) != (isC ? d.nodeC : d.nodeD)) {
+            revert ChildrenMismatch(msg.sender);
+        }
+        emit WordsPosted(id, msg.sender, mine);
+        if (!(isC ? d.movedD : d.movedC)) {
+            if (isC) (d.leftC, d.movedC) = (keccak256(abi.encodePacked(mine)), true);
+            else (d.leftD, d.movedD) = (keccak256(abi.encodePacked(mine)), true);
+            return;
+        }
+        if (keccak256(abi.encodePacked(theirs)) != (isC ? d.leftD : d.leftC)) revert WrongOpponentNodes(id);
+        uint256 k = 0;
+        while (mine[k] == theirs[k]) k++; // they differ somewhere: their folds are the two differing nodes
+        (d.nodeC, d.nodeD) = isC ? (mine[k], theirs[k]) : (theirs[k], mine[k]);
+        (d.movedC, d.movedD) = (false, false);
+        d.deadline = uint64(block.timestamp) + moveTime;
+        d.word = uint32((uint256(d.word) << j) + k);
+        d.wlevel -= uint8(j);
+        if (d.wlevel == 0) d.phase = Phase.Element;
+        emit BisectedWord(id, d.wlevel, d.word);
+    }
+
+    /// Whether the caller may move now; true for the challenger.
+    function _mover(uint256 id, Dispute storage d, Phase phase) private view returns (bool isC) {
+        if (d.phase != phase) revert WrongPhase(id);
+        if (block.timestamp > d.deadline) revert MoveTimeOver(id);
+        isC = msg.sender == d.challenger;
+        if (!isC && msg.sender != d.defender) revert NotParty(msg.sender);
+        if (isC ? d.movedC : d.movedD) revert AlreadyMoved(msg.sender);
+    }
+
+    /// The root of a power-of-two list of nodes (keccak256(left ++ right) pairwise).
+    function _fold(bytes32[] calldata nodes) private pure returns (bytes32) {
+        bytes32[] memory level = nodes;
+        for (uint256 n = level.length; n > 1; n >>= 1) {
+            for (uint256 i = 0; i < n / 2; i++) level[i] = keccak256(abi.encodePacked(level[2 * i], level[2 * i + 1]));
+        }
+        return level[0];
+    }
+
     /// Re-executes the first differing leaf. `inputs`: the node's distinct non-constant input tensors
-    /// (wire bytes, back to back), or the request's input for leaf 0; `proofs[j]`: the Merkle proof
-    /// of the j-th one's leaf. Without the precompile a node's leaf goes to `openNode` instead.
+    /// (wire bytes, back to back), or the request's whole input for an input leaf (leaves 0..k-1 of
+    /// a model with k inputs); `proofs[j]`: the Merkle proof of the j-th one's leaf. Without the
+    /// precompile a node's leaf goes to `openNode` instead.
     function resolveStep(uint256 id, bytes calldata inputs, bytes32[][] calldata proofs) external {
         Dispute storage d = _live(id, Phase.Step);
         bytes32 correct;
+        ModelRegistry registry = IDisputeOracle(oracle).registry();
+        ModelRegistry.TensorSpec[] memory extra;
+        if (d.index < d.leafCount) extra = registry.extraInputs(d.modelHash);
         if (d.index >= d.leafCount) {
             correct = bytes32(0); // padding
-        } else if (d.index == 0) {
+        } else if (d.index <= extra.length) {
             if (keccak256(inputs) != d.inputHash) revert BadInput(id);
-            correct = RefereeMerkle.wordRoot(inputs);
+            correct = RefereeMerkle.wordRoot(_inputSlice(registry, inputs, extra, d.index));
         } else {
             if (d.referee) revert UseReferee(id);
             (bytes32 out, uint256[] memory producers, bytes32[] memory leaves) =
@@ -236,11 +278,13 @@ contract DisputeGame {
     /// and starts the bisection of its output tensor's words.
     function openNode(uint256 id, Referee.NodeSpec calldata spec, bytes32[] calldata proof) external {
         Dispute storage d = _live(id, Phase.Step);
-        if (!d.referee || d.index == 0 || d.index >= d.leafCount) revert NotRefereed(id);
+        if (!d.referee || d.index >= d.leafCount) revert NotRefereed(id); // an input leaf has a zero spec leaf
         bytes32 h = keccak256(abi.encode(spec));
         if (!verify(d.modelRoot, h, d.index, proof, d.depth)) revert BadSpec(id);
         uint8 wdepth = RefereeMerkle.depthFor(RefereeMerkle.wordCount(spec.outNumel * spec.outSize));
-        if (uint256(d.depth) + wdepth + 1 > MAX_DEPTH) revert TooDeepToReferee(id, wdepth);
+        if (uint256(d.depth) + (wdepth + WORD_LEVELS - 1) / WORD_LEVELS + 1 > MAX_DEPTH) {
+            revert TooDeepToReferee(id, wdepth);
+        }
         (d.specHash, d.wdepth, d.wlevel, d.word) = (h, wdepth, wdepth, 0);
         d.phase = wdepth == 0 ? Phase.Element : Phase.Inner;
         d.deadline = uint64(block.timestamp) + moveTime;
@@ -298,7 +342,7 @@ contract DisputeGame {
         Dispute storage d = _disputes[id];
         if (d.phase == Phase.None || d.phase == Phase.Resolved) revert WrongPhase(id);
         if (block.timestamp <= d.deadline) revert MoveTimeNotOver(id);
-        bool bisecting = d.phase == Phase.Bisect;
+        bool bisecting = d.phase == Phase.Bisect || d.phase == Phase.Inner; // a party that moved keeps its bond
         _finish(id, d, !bisecting || !d.movedC, !bisecting || !d.movedD);
     }
 
@@ -318,6 +362,16 @@ contract DisputeGame {
             h = (index >> i) & 1 == 0 ? keccak256(abi.encodePacked(h, proof[i])) : keccak256(abi.encodePacked(proof[i], h));
         }
         return h == root;
+    }
+
+    /// Input `i` of a request's input: the inputs' wire bytes concatenated in model input order (spec
+    /// section 11), the registered sizes of inputs 1.. (`extraInputs`) taken from the end, input 0
+    /// what is left in front (the request's length is the registered `inputBytes`, their sum).
+    function _inputSlice(ModelRegistry registry, bytes calldata input, ModelRegistry.TensorSpec[] memory extra,
+        uint256 i) private pure returns (bytes calldata) {
+        uint256 end = input.length;
+        for (uint256 j = extra.length; j > i; j--) end -= registry.sampleBytes(extra[j - 1]);
+        return input[i == 0 ? 0 : end - registry.sampleBytes(extra[i - 1]):end];
     }
 
     /// The trace precompile's (leafCount, outputLeaf), or precompiled = false where it is absent.

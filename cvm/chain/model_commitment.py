@@ -6,8 +6,8 @@ parameters (shapes and attributes, laid out per op below), and for each input po
 trace leaf of the activation that feeds it or the word root of the constant (the same word tree as
 a trace leaf, cvm/chain/trace.py), with each input's element bytes and element count, and the
 output's. A spec's leaf is keccak256(abi.encode(spec)). The commitment's root is the Merkle tree
-over the specs placed at their node's trace leaf index (the graph input's position holds a zero
-leaf), as deep as the trace tree. With it the registry stores the trace's leaf count, its output
+over the specs placed at their node's trace leaf index (the graph inputs' positions hold zero
+leaves), as deep as the trace tree. With it the registry stores the trace's leaf count, its output
 leaf, and the msgpack prefix of the output commitment (spec section 10: for one sample the output
 hash is keccak256(prefix ++ output bytes)).
 
@@ -38,7 +38,8 @@ for _name, _op in REFEREE_OPS.items():
         OPS[_name] = _op.code
 ACTIVATION_NONE = 2**256 - 1  # NodeSpec.act of a constant input
 SPEC_TYPE = "(uint256,int256[],uint256[],bytes32[],uint256[],uint256[],uint256,uint256)"
-MAX_DEPTH = 16  # DisputeGame.MAX_DEPTH: trace depth + the output's word depth + 1 must fit its moves
+MAX_DEPTH = 16  # DisputeGame.MAX_DEPTH: trace depth + the output's word rounds + 1 must fit its moves
+WORD_LEVELS = 4  # DisputeGame.WORD_LEVELS: word-tree levels one round of bisectWords descends (16 nodes a move)
 # The referee's gas budget for one output element: REFEREE_BASE_GAS + reads * RefOp.read_gas (1,700
 # to 2,600 per read for the ops that read many, measured in docs/chain.md) at most MAX_REFEREE_GAS,
 # which leaves resolveElement's own work (spec check, proofs, slashing) room in a 30M-gas block.
@@ -158,21 +159,28 @@ def output_prefix(model: cvm.Model) -> bytes:
     return encoded[:len(encoded) - len(data)]
 
 
+def word_rounds(word_depth: int) -> int:
+    """Rounds of DisputeGame.bisectWords down a word tree of `word_depth` levels."""
+    return -(-word_depth // WORD_LEVELS)
+
+
 def commit(model: cvm.Model) -> Commitment:
-    """The referee commitment of a model with one input and one output. Raises NotRefereed, naming
-    the first node, where the referee cannot judge some node: a dispute reaching it could only time
-    out against both parties, so no commitment (and no dispute without the precompile) is better."""
-    if len(model.graph.inputs) != 1:
-        raise NotRefereed(f"the referee is defined for models with one input, this one has {len(model.graph.inputs)}")
+    """The referee commitment of a model with one output and one or more inputs (trace leaves 0..k-1,
+    zero leaves here: DisputeGame.resolveStep computes them from the request's input). Raises
+    NotRefereed, naming the first node, where the referee cannot judge some node: a dispute reaching
+    it could only time out against both parties, so no commitment (and no dispute without the
+    precompile) is better."""
     names = trace.tensor_names(model)
+    first = len(model.graph.inputs)
     depth = trace.depth_for(len(names))
     specs = {}
-    for i in range(1, len(names)):
+    for i in range(first, len(names)):
         specs[i] = spec = node_spec(model, i)
         words = trace.depth_for(max(1, -(-spec.out_numel * spec.out_size // trace.WORD)))
-        if depth + words + 1 > MAX_DEPTH:
-            raise NotRefereed(f"node {i - 1} ({model.graph.nodes[i - 1].op}): its output's {words}-level word tree "
-                              f"and the {depth}-level trace need more than the dispute's {MAX_DEPTH} moves")
+        if depth + word_rounds(words) + 1 > MAX_DEPTH:
+            raise NotRefereed(f"node {i - first} ({model.graph.nodes[i - first].op}): its output's {words}-level "
+                              f"word tree ({word_rounds(words)} rounds) and the {depth}-level trace need more than "
+                              f"the dispute's {MAX_DEPTH} moves")
     leaves = [specs[i].leaf() if i in specs else bytes(32) for i in range(len(names))]
     return Commitment(specs, trace.merkle_levels(leaves), len(names), trace.output_leaf(model), output_prefix(model))
 
@@ -213,13 +221,22 @@ def require_served(w3, registry, model: cvm.Model) -> None:
     """An operator's check before it serves a model: on a chain without the trace precompile the
     registry must hold exactly this model's referee commitment, or a dispute could not be judged (none
     published: no dispute can start, so a colluding majority goes unchallenged; a wrong one: the
-    referee judges honest operators wrong). Raises RefereeMismatch with a one-line reason. A pass is
+    referee judges honest operators wrong); and on every chain, for a model with several inputs, the
+    registered input specs must be the model's (DisputeGame takes each input leaf's slice of the
+    request by them). Raises RefereeMismatch with a one-line reason. A pass is
     remembered per registry and model, so the node may call this on every request."""
     key = (registry.address, bytes(model.hash))
     if key in _SERVED:
         return
+    short = model.hash.hex()[:12]
+    if len(model.inputs) > 1:  # DisputeGame cuts the request's input into the trace's input leaves by these
+        from cvm.chain.contracts import call_struct, tensor_spec
+        first = call_struct(registry.functions.getModel(model.hash))["input"]
+        registered = [first] + [tuple(s) for s in registry.functions.extraInputs(model.hash).call()]
+        if [(list(shape), bits) for shape, bits in registered] != [tensor_spec(s) for s in model.inputs]:
+            raise RefereeMismatch(f"model {short}: the registry's input specs are not the model's inputs, so a "
+                                  f"dispute would cut the request's input into the wrong input leaves")
     if not has_trace_precompile(w3, model.hash):
-        short = model.hash.hex()[:12]
         on_chain = tuple(registry.functions.refereeCommitment(model.hash).call())
         try:
             mine = commit(model).as_tuple()

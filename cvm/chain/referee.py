@@ -69,6 +69,24 @@ def element_args(t: Trace, spec: mc.NodeSpec, leaf_index: int, e: int):
     return ops, proofs
 
 
+def word_nodes(t: Trace, d: dict) -> list[bytes]:
+    """This party's bisectWords nodes: the 2^j nodes j = min(WORD_LEVELS, levels left) levels below
+    its current node (`d["word"]` at height `d["wlevel"]`) of the disputed tensor's word tree."""
+    j = min(mc.WORD_LEVELS, d["wlevel"])
+    below = t.tensor_levels(d["index"])[d["wlevel"] - j]
+    return below[d["word"] << j:(d["word"] + 1) << j]
+
+
+def posted_words(game, dispute_id: int, party: str) -> list[bytes]:
+    """The nodes `party` posted in this round (its latest WordsPosted: it has moved and the round is
+    not over), which the second mover passes back to the game as `theirs`."""
+    logs = game.events.WordsPosted().get_logs(from_block=0, argument_filters={"disputeId": dispute_id})
+    mine = [e for e in logs if e["args"]["party"] == party]
+    if not mine:
+        raise ValueError(f"dispute {dispute_id}: {party} moved but posted no words")
+    return [bytes(n) for n in mine[-1]["args"]["nodes"]]
+
+
 # DisputeGame.Phase values this module plays (cvm.chain.disputant.Phase has them all)
 STEP, INNER, ELEMENT = 2, 5, 6
 MOVE_GAS = 400_000
@@ -88,15 +106,15 @@ def _estimated(disputant, call) -> int:
 
 
 def move(disputant, dispute_id: int, d: dict, t: Trace) -> str | None:
-    """A Disputant's move in the phases that the referee adds, and the step of leaf 0 (the input's
-    word root, computed on chain from the input bytes) or of a padding leaf."""
+    """A Disputant's move in the phases that the referee adds, and the step of an input leaf (its word
+    root, computed on chain from its slice of the request's input) or of a padding leaf."""
     game, w3, account = disputant.game, disputant.w3, disputant.account
     send = getattr(disputant, "send", None) or contracts.send
     phase, me = d["phase"], account.address
     if phase == STEP:
         index = d["index"]
-        if index == 0 or index >= d["leafCount"]:
-            data = trace.wire_bytes(t.tensors[0]) if index == 0 else b""
+        if index < len(t.model.graph.inputs) or index >= d["leafCount"]:
+            data = t.input_bytes if index < d["leafCount"] else b""
             send(w3, account, game.functions.resolveStep(dispute_id, data, []),
                            gas=MOVE_GAS + 40 * len(data))
             return "step"
@@ -107,9 +125,11 @@ def move(disputant, dispute_id: int, d: dict, t: Trace) -> str | None:
     if phase == INNER:
         if me not in (d["challenger"], d["defender"]) or (d["movedC"] if me == d["challenger"] else d["movedD"]):
             return None
-        below = t.tensor_levels(d["index"])[d["wlevel"] - 1]
-        call = game.functions.bisect(dispute_id, below[2 * d["word"]], below[2 * d["word"] + 1])
-        send(w3, account, call, gas=MOVE_GAS)
+        mine = word_nodes(t, d)
+        other = d["defender"] if me == d["challenger"] else d["challenger"]
+        theirs = posted_words(game, dispute_id, other) if (d["movedD"] if me == d["challenger"] else d["movedC"]) else []
+        call = game.functions.bisectWords(dispute_id, mine, theirs)
+        send(w3, account, call, gas=MOVE_GAS + 2_000 * len(mine))
         return "bisect-word"
     if phase == ELEMENT:
         c = commitment_of(t.model)

@@ -6,8 +6,10 @@ type, one sample: what `Model.encode_input` / `encode_output` give for the input
 zero-padded to 32-byte words, the words taken as the leaves of a Merkle tree (a word is its own
 leaf, not hashed) padded with zero words to a power of two. A tensor of one word is its own root.
 Words as leaves let the dispute game go on bisecting inside one tensor down to one word, and the
-Solidity referee (contracts/src/Referee.sol) prove single elements; the input's and the output's
-roots are computed on chain from their bytes (DisputeGame checks keccak256 of those bytes too).
+Solidity referee (contracts/src/Referee.sol) prove single elements; the inputs' and the output's
+roots are computed on chain from their bytes (DisputeGame checks keccak256 of those bytes too: a
+model with k inputs has leaves 0..k-1, each the word root of its slice of the request's input, the
+inputs' wire bytes concatenated in model input order).
 The trace root is the Merkle root over the leaves, padded with zero leaves to a power of two, each
 parent keccak256(left ++ right).
 
@@ -164,9 +166,18 @@ class Trace:
         """The word tree of leaf `index`'s tensor (its root is the leaf)."""
         return word_levels(wire_bytes(self.tensors[index]))
 
+    @property
+    def input_bytes(self) -> bytes:
+        """The request's input of this sample: every graph input's wire bytes in model input order,
+        concatenated (spec section 11)."""
+        return b"".join(wire_bytes(t) for t in self.tensors[:len(self.model.graph.inputs)])
+
     def step_inputs(self, index: int) -> tuple[bytes, list[list[bytes]]]:
         """What DisputeGame.resolveStep takes for leaf `index`: the node's input tensors back to back
-        and a Merkle proof for each."""
+        and a Merkle proof for each; for an input leaf, the request's whole input and no proofs (the
+        game checks its keccak256 and takes the leaf's slice)."""
+        if index < len(self.model.graph.inputs):
+            return self.input_bytes, []
         producers = node_inputs(self.model, index)
         data = b"".join(wire_bytes(self.tensors[p]) for p in producers)
         return data, [merkle_proof(self.levels, p) for p in producers]

@@ -5,10 +5,12 @@ dispute game needs to re-execute one step of a model on chain.
     0x01 ++ modelHash ++ uint32 leaf ++ input tensors  -> abi (bytes32 outputLeaf, uint256[] producers, bytes32[] leaves)
     0x02 ++ modelHash ++ output bytes                 -> abi (bytes32 outputHash)
 
-Gas, charged before anything runs: CALL_BASE_GAS + GAS_PER_BYTE * call data bytes, plus for 0x01
-the node's static cost (`Analysis.node_costs`), plus for 0x02 the output bytes again. As with the
-inference precompile, every failure is one VMError that consumes the call's gas and names only its
-kind (cvm/chain/trace.py holds the semantics).
+Gas, charged before anything runs, under the schedule of the model's opset (cvm.ops.SCHEDULES, as
+cvm.gas.call_gas): the schedule's per-call charge and its per-byte charge on the call data, plus for
+0x01 the node's static cost (`Analysis.node_costs`), plus for 0x02 the output bytes again. As with
+the inference precompile, every failure is one VMError that consumes the call's gas and names only
+its kind (cvm/chain/trace.py holds the semantics). A model may have several inputs (trace leaves
+0..k-1, spec section 11); DisputeGame computes their leaves from the request's input itself.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import cvm
 from cvm.chain import trace
 from cvm.chain.precompile import CVMPrecompileError
 from cvm.chain.store import HASH_BYTES, ModelStore, StoreError
-from cvm.gas import CALL_BASE_GAS, GAS_PER_IO_BYTE
+from cvm.ops import SCHEDULES
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,8 @@ INFO, STEP, OUTPUT_HASH = 0, 1, 2
 
 
 def trace_gas(model: cvm.Model, selector: int, data_length: int, leaf_index: int = 0) -> int:
-    gas = CALL_BASE_GAS + GAS_PER_IO_BYTE * data_length
+    schedule = SCHEDULES[model.graph.opset]
+    gas = schedule.call + schedule.io_gas(data_length)
     if selector == STEP:
         gas += trace.step_gas(model, leaf_index)
     return gas
@@ -44,8 +47,8 @@ def _load(store: ModelStore, model_hash: bytes) -> cvm.Model:
         model = store.get(model_hash)
     except StoreError:
         raise CVMPrecompileError(f"unknown or unloadable model {model_hash.hex()}") from None
-    if len(model.graph.inputs) != 1 or len(model.graph.outputs) != 1:
-        raise CVMPrecompileError("traces are defined for models with one input and one output")
+    if len(model.graph.outputs) != 1:
+        raise CVMPrecompileError("traces are defined for models with one output")
     return model
 
 

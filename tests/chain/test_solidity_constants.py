@@ -23,6 +23,7 @@ MIRRORS = {  # (contract file, constant) -> the Python value it must equal
     ("ICVM", "PRECOMPILE"): int.from_bytes(CVM_PRECOMPILE_ADDRESS, "big"),
     ("ICVM", "TRACE_PRECOMPILE"): int.from_bytes(CVM_TRACE_ADDRESS, "big"),
     ("Referee", "NONE"): model_commitment.ACTIVATION_NONE,
+    ("DisputeGame", "WORD_LEVELS"): model_commitment.WORD_LEVELS,  # word-tree levels per Inner round
     # the referee's op codes (cvm.chain.model_commitment.OPS; reshape and flatten share one)
     **{("Referee", op.upper()): code for op, code in model_commitment.OPS.items() if op != "flatten"},
 }
