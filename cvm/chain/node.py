@@ -39,6 +39,7 @@ from web3 import Web3
 from web3.exceptions import Web3Exception
 
 import cvm
+from cvm.chain import model_commitment
 from cvm.chain.disputant import Claim, Disputant
 from cvm.chain.contracts import TxFailed, call_struct, contract_at
 from cvm.chain.jobs import JobDB
@@ -340,6 +341,11 @@ class Operator(JobDB):
         if registered != model.gas:  # the fee is priced from the registered gas: do not work below cost
             self._done(job, f"model {job.model_hash.hex()[:12]} is registered with gas {registered}, but its static "
                             f"cost is {model.gas}: not served", logging.ERROR)
+            return False
+        try:  # without the trace precompile, disputes need the model's referee commitment, published and right
+            model_commitment.require_served(self.w3, self.registry, model)
+        except model_commitment.RefereeMismatch as e:
+            self._refuse(job, e)
             return False
         try:  # the output from the node's backend, the trace from the reference interpreter: they must agree
             y = model.run(model.decode_input(job.input), backend=self.backend)

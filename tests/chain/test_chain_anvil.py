@@ -22,6 +22,7 @@ from web3 import Web3
 from web3.logs import DISCARD
 
 import cvm
+from cvm.chain import model_commitment
 from cvm.chain.contracts import OracleConfig, TxFailed, call_struct, deploy, deploy_oracle, register_model, send
 from cvm.chain.node import Status
 from cvm.chain.store import ModelStore
@@ -131,6 +132,7 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
 
     dep = deploy_oracle(w3, deployer, CONFIG)
     register_model(dep.registry, deployer, model)
+    model_commitment.publish(w3, dep.registry, deployer, model)  # anvil: no trace precompile, nodes check it
     game, _ = deploy(w3, deployer, "DigitGame", dep.oracle.address, model.hash, 10**15, 0, value=10**17)
     for k in op_keys:
         send(w3, k, dep.oracle.functions.stake(), value=CONFIG.min_stake)

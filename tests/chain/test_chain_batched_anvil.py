@@ -19,6 +19,7 @@ from test_chain_anvil import MNEMONIC, TIMEOUT, free_port, running_anvil, wait_f
 from web3.logs import DISCARD
 
 import cvm
+from cvm.chain import model_commitment
 from cvm.chain.batch import deploy_batched_oracle, latest_round
 from cvm.chain.contracts import OracleConfig, deploy, register_model, send
 from cvm.chain.states import Status
@@ -43,6 +44,7 @@ def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path):
 
         dep = deploy_batched_oracle(w3, deployer, CONFIG)
         register_model(dep.registry, deployer, model)
+        model_commitment.publish(w3, dep.registry, deployer, model)  # anvil: no trace precompile, nodes check it
         oracle = dep.oracle
         game, _ = deploy(w3, deployer, "DigitGame", oracle.address, model.hash, 10**15, 0, value=10**17)
         for k in op_keys:

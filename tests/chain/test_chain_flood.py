@@ -24,6 +24,7 @@ from eth_account import Account
 from test_chain_anvil import MNEMONIC, Operators, running_anvil, wait_for
 
 import cvm
+from cvm.chain import model_commitment
 from cvm.chain.contracts import OracleConfig, deploy_oracle, register_model, send
 from cvm.chain.node import Status
 from cvm.chain.store import ModelStore
@@ -86,6 +87,7 @@ def test_150_requests_in_15_seconds_with_a_kill(anvil, tmp_path):
     dep = deploy_oracle(w3, deployer, CONFIG)
     oracle = dep.oracle
     register_model(dep.registry, deployer, model)
+    model_commitment.publish(w3, dep.registry, deployer, model)  # anvil: no trace precompile, nodes check it
     for k in op_keys:
         send(w3, k, oracle.functions.stake(), value=STAKE)
     ops = Operators(tmp_path, url, oracle.address, store.directory, op_keys)
