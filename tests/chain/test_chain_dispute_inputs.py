@@ -155,3 +155,15 @@ def test_anvil_the_node_refuses_input_specs_registered_out_of_order(anvil_game):
     mc.publish(game.w3, registry, game.deployer, model)
     with pytest.raises(mc.RefereeMismatch, match="the registry's input specs are not the model's inputs"):
         mc.require_served(game.w3, registry, model)
+
+
+def test_the_trace_precompile_charges_the_schedule_of_the_models_opset():
+    from cvm.chain.trace_precompile import INFO, STEP, trace_gas
+    from cvm.ops import SCHEDULES
+    for opset in (2, 3):
+        b = cvm.GraphBuilder(opset=opset)
+        model = b.build(b.op("relu", b.input("a", (4,), bits=8)))
+        s = SCHEDULES[opset]
+        assert trace_gas(model, INFO, 33) == s.call + s.io_gas(33)
+        assert trace_gas(model, STEP, 41, 1) == s.call + s.io_gas(41) + int(model.analysis.node_costs[0])
+    assert SCHEDULES[3].call < SCHEDULES[2].call  # schedule v2 (opset 3) is not v1's
