@@ -106,7 +106,7 @@ contract DisputeGame {
     }
 
     uint256 public constant MAX_DEPTH = 16; // 2^16 leaves: more than opset 2's 16,384 nodes and an input
-    uint256 public constant WORD_LEVELS = 4; // word-tree levels one Inner round descends (16 nodes per move)
+    uint256 public constant WORD_LEVELS = 5; // word-tree levels one Inner round descends (32 nodes per move)
 
     address public immutable oracle;
     Referee public immutable referee;

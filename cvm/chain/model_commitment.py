@@ -39,7 +39,7 @@ for _name, _op in REFEREE_OPS.items():
 ACTIVATION_NONE = 2**256 - 1  # NodeSpec.act of a constant input
 SPEC_TYPE = "(uint256,int256[],uint256[],bytes32[],uint256[],uint256[],uint256,uint256)"
 MAX_DEPTH = 16  # DisputeGame.MAX_DEPTH: trace depth + the output's word rounds + 1 must fit its moves
-WORD_LEVELS = 4  # DisputeGame.WORD_LEVELS: word-tree levels one round of bisectWords descends (16 nodes a move)
+WORD_LEVELS = 5  # DisputeGame.WORD_LEVELS: word-tree levels one round of bisectWords descends (32 nodes a move)
 # The referee's gas budget for one output element: REFEREE_BASE_GAS + reads * RefOp.read_gas (1,700
 # to 2,600 per read for the ops that read many, measured in docs/chain.md) at most MAX_REFEREE_GAS,
 # which leaves resolveElement's own work (spec check, proofs, slashing) room in a 30M-gas block.

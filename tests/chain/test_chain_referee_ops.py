@@ -226,13 +226,13 @@ def _one_node(op: str, shape, *consts, bits: int = 8, **attrs) -> cvm.Model:
     return b.build(b.op(op, x, *(b.const(c, f"c{i}", "int8") for i, c in enumerate(consts)), **attrs))
 
 
-def _deep(nodes: int, n: int) -> cvm.Model:
-    """`nodes` nodes, the last a pad to n elements, the others on one element (activations' memory)."""
+def _deep(nodes: int, words: int) -> cvm.Model:
+    """`nodes` nodes, the last a pad to `words` 32-byte words, the others on one element (activations' memory)."""
     b = cvm.GraphBuilder()
-    h = b.op("slice", b.input("x", (n,), bits=8), starts=(0,), ends=(1,), steps=(1,))
+    h = b.op("slice", b.input("x", (words, 32), bits=8), starts=(0, 0), ends=(1, 1), steps=(1, 1))
     for _ in range(nodes - 2):
         h = b.op("relu", h)
-    return b.build(b.op("pad", h, pads=(0, n - 1), value=0))
+    return b.build(b.op("pad", h, pads=(0, 0, words - 1, 31), value=0))
 
 
 def test_a_model_the_referee_cannot_judge_gets_no_commitment():
@@ -240,11 +240,11 @@ def test_a_model_the_referee_cannot_judge_gets_no_commitment():
     with pytest.raises(mc.NotRefereed, match=rf"node 0 \(dense\): one output element reads {2 * k + 3} elements"):
         mc.commit(_one_node("dense", (k + 1,), np.ones((1, k + 1), np.int8), np.zeros(1, np.int8)))
     mc.commit(_one_node("dense", (k,), np.ones((1, k), np.int8), np.zeros(1, np.int8)))
-    # a 2049-leaf trace (12 levels) leaves 3 rounds of bisectWords (4 levels each): 4,096 words fit 16 moves
-    words = 1 << (mc.MAX_DEPTH - 1 - 12) * mc.WORD_LEVELS
-    mc.commit(_deep(2048, words * 32))
-    with pytest.raises(mc.NotRefereed, match=r"node 2047 \(pad\): its output's 13-level word tree \(4 rounds\)"):
-        mc.commit(_deep(2048, words * 32 + 1))
+    # a 2049-leaf trace (12 levels) leaves 3 rounds of bisectWords (WORD_LEVELS each) within 16 moves
+    levels = (mc.MAX_DEPTH - 1 - 12) * mc.WORD_LEVELS
+    mc.commit(_deep(2048, 1 << levels))
+    with pytest.raises(mc.NotRefereed, match=rf"node 2047 \(pad\): its output's {levels + 1}-level word tree \(4 rounds\)"):
+        mc.commit(_deep(2048, (1 << levels) + 1))
     b = cvm.GraphBuilder()
     two = b.build(b.op("add", b.input("a", (2,), bits=8), b.input("b", (2,), bits=8)))
     assert set(mc.commit(two).specs) == {2}  # several inputs: zero leaves at leaves 0 and 1

@@ -1,11 +1,13 @@
-"""The referee's word bisection, WORD_LEVELS (4) levels of the disputed tensor's word tree per round
-(DisputeGame.bisectWords: each party posts the 16 nodes 4 levels below its current node), so that a
-dispute about resnet_cifar (a 6-level trace, [32, 32, 32] int32 conv outputs: a 12-level word tree, 3
-rounds) fits the game's moves. On anvil:
+"""The referee's word bisection, WORD_LEVELS (5) levels of the disputed tensor's word tree per round
+(DisputeGame.bisectWords: each party posts the 32 nodes 5 levels below its current node), so that
+disputes about resnet_cifar (a 6-level trace, [32, 32, 32] int32 conv outputs: a 12-level word tree,
+3 rounds) and the converted rnn_ocr_bilstm (a 12-level trace, a 14-level word tree: 3 rounds) fit the
+game's 16 moves. On anvil:
 
-- two colluders reveal a resnet_cifar trace forged at a conv output (4,096 words); one honest
-  operator disputes; the game bisects the trace, then the words 4 levels a round, and the referee
-  recomputes one conv2d element: the colluders lose;
+- two colluders reveal a trace forged at a conv output (resnet_cifar: 4,096 words; rnn_ocr_bilstm:
+  its first node, over 8,192 words: 14 levels); one honest operator disputes; the game bisects the
+  trace, then the words 5 levels a round, and the referee recomputes one conv2d element: the
+  colluders lose;
 - a party that does not post its words in a round loses alone (timeout), the one that did keeps its bond.
 """
 
@@ -31,6 +33,8 @@ pytestmark = [pytest.mark.chain, pytest.mark.anvil]
 ROOT = Path(__file__).parents[2]
 RESNET = ROOT / "fixtures" / "models" / "resnet_cifar.cvm"
 CONV_LEAF = 4  # node 3, conv2d: [32, 32, 32] int32, 4,096 words
+BILSTM = ROOT / "fixtures" / "models" / "rnn_ocr_bilstm.onnx"
+BILSTM_CALIB = ROOT / "fixtures" / "data" / "rnn_ocr_bilstm_calib.npz"
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +83,33 @@ def test_a_resnet_trace_forged_at_a_conv_loses_to_one_honest_operator(game, resn
     assert game.stake(game.honest) == STAKE
     print(f"\nresnet_cifar, conv2d at leaf {CONV_LEAF}: resolveElement {resolved['gas']:,} gas; {len(moves)} moves: "
           f"{moves}")
+
+
+@pytest.fixture(scope="module")
+def bilstm() -> tuple[cvm.Model, np.ndarray]:
+    """rnn_ocr_bilstm converted as tests/mrt/test_rnn_fixtures.py does (about 6 s), and one calibration image."""
+    pytest.importorskip("onnx")
+    if not (BILSTM.exists() and BILSTM_CALIB.exists()):
+        pytest.skip(f"{BILSTM} or {BILSTM_CALIB} is missing")
+    from mrt.pipeline import convert
+    calib = np.load(BILSTM_CALIB)["x"]
+    model = convert(BILSTM, calib, progress=False)
+    return model, model.quantize_input(calib[:1])
+
+
+def test_a_bilstm_trace_forged_at_its_first_conv_loses_to_one_honest_operator(game, bilstm, salts):
+    model, x = bilstm
+    c = mc.commit(model)  # refused with 2-level rounds: 12 trace + 14 word levels
+    first = len(model.graph.inputs)
+    assert model.graph.nodes[0].op == "conv2d" and c.specs[first].out_numel * c.specs[first].out_size > 1 << 18
+    register_model(game.dep.registry, game.deployer, model)
+    mc.publish(game.w3, game.dep.registry, game.deployer, model)
+    d, moves, resolved = play(game, model, x, first, salts)
+    assert d["phase"] == Phase.RESOLVED and d["referee"] and d["index"] == first, moves
+    assert moves.count("bisect-word") == 6 and "element" in moves, moves
+    assert (resolved["challengerWrong"], resolved["defenderWrong"]) == (False, True), resolved
+    assert game.stake(game.honest) == STAKE
+    print(f"\nrnn_ocr_bilstm, conv2d at leaf {first}: resolveElement {resolved['gas']:,} gas; {len(moves)} moves")
 
 
 def test_a_party_silent_in_a_word_round_loses_alone(game, resnet, salts):
