@@ -10,6 +10,8 @@ fixture: cosine 0.99981 -> 0.99912, on calibration data as on test data). The pi
 the cvm target unless the caller set `bias_correction` (docs/fidelity.md has the measurements)."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 import cvm
@@ -50,9 +52,13 @@ def choose(graph, data: dict[str, np.ndarray], emit_with) -> tuple[bool, tuple, 
     n = len(next(iter(head.values())))
     runs = [run_float(graph, {k: v[i:i + CHUNK] for k, v in head.items()}) for i in range(0, n, CHUNK)]
     want = {k: np.concatenate([r[k] for r in runs]) for k in runs[0]}
-    emitted, errors = {}, {}
-    for on in (False, True):
-        emitted[on] = emit_with(on)
-        errors[on] = output_error(cvm.Model(*emitted[on]), head, want)
+    errors = {True: output_error(cvm.Model(*emit_with(True)), head, want)}  # one integer graph held at a time
+    gc.collect()  # (VGG-16: 138M weights, ~1.1 GB each as emitted; a model's runner is freed by the collector)
+    plain = emit_with(False)
+    errors[False] = output_error(cvm.Model(*plain), head, want)
     best = errors[True] < errors[False]
-    return best, emitted[best], errors
+    if best:
+        plain = None
+        gc.collect()
+        return best, emit_with(True), errors
+    return best, plain, errors
