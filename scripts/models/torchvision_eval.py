@@ -46,18 +46,23 @@ def _model(name: str, onnx_path: Path, calib: np.ndarray):
     return model
 
 
-def evaluate(name: str) -> str:
+def row_label(name: str, samples: int) -> str:
+    return name if samples == TEST_SAMPLES else f"{name}, {samples:,} images (the first {TEST_SAMPLES} are its row's)"
+
+
+def evaluate(name: str, samples: int = TEST_SAMPLES) -> str:
     from cvm.bench import quantize_ort_int8
     from mrt.evaluate import cosine
     onnx_path = MODELS / f"{name}_224.onnx"
     if not onnx_path.exists():
-        return f"| {name} | not exported (scripts/models/export_torchvision.py) | | | | | |"
+        return f"| {row_label(name, samples)} | not exported (scripts/models/export_torchvision.py) | | | | | |"
     calib = np.load(MODELS / "calib_224_64.npz")["x"]
-    x = np.random.default_rng(TEST_SEED).standard_normal((TEST_SAMPLES, *calib.shape[1:]), np.float32)
+    # the same generator and seed for any count: the first TEST_SAMPLES images are always the table's
+    x = np.random.default_rng(TEST_SEED).standard_normal((samples, *calib.shape[1:]), np.float32)
     try:
         model = _model(name, onnx_path, calib)
     except Exception as e:  # noqa: BLE001 - the table records why a model does not convert
-        return f"| {name} | not converted: {str(e).splitlines()[0]} | | | | | |"
+        return f"| {row_label(name, samples)} | not converted: {str(e).splitlines()[0]} | | | | | |"
     with tempfile.TemporaryDirectory() as d:
         ort_calib = calib[:ORT_CALIB.get(name, len(calib))]
         fsess, qsess = session(onnx_path), session(quantize_ort_int8(onnx_path, ort_calib, Path(d)))
@@ -65,19 +70,24 @@ def evaluate(name: str) -> str:
         lat = list(latency_ms(model, fsess, qsess, x[:1]).values())
     note = f" (onnxruntime calibrated on {len(ort_calib)} of them)" if len(ort_calib) < len(calib) else ""
     agree = lambda y: 100 * float((y.argmax(1) == fy.argmax(1)).mean())  # noqa: E731
-    return (f"| {name} | {agree(ours):.1f}% / {cosine(ours, fy):.4f} | {agree(qy):.1f}% / {cosine(qy, fy):.4f}{note} | "
+    return (f"| {row_label(name, samples)} | {agree(ours):.1f}% / {cosine(ours, fy):.4f} | {agree(qy):.1f}% / {cosine(qy, fy):.4f}{note} | "
             f"{lat[0]:.1f} | {lat[1]:.1f} | {lat[2]:.1f} | {lat[0] / lat[2]:.2f} |")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("names", nargs="*", default=TORCHVISION)
-    names = p.parse_args().names
+    p.add_argument("--samples", type=int, default=TEST_SAMPLES,
+                   help=f"images per model (default {TEST_SAMPLES}); another count adds its own row, whose first "
+                        f"{TEST_SAMPLES} images are the default row's: where 256 images cannot separate near-tied "
+                        "logits, more of the same draw can")
+    a = p.parse_args()
+    names, samples = a.names, a.samples
     head = [f"{TEST_SAMPLES} random 224x224 images (calibration: 64 others), measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores, "
             "latency at batch 1 on one thread (median ms).", "",
             "| model | CVM integer: agreement / cosine | onnxruntime int8 | CVM numba ms | ort float ms | "
             "ort int8 ms | CVM / ort int8 |", "|---|---|---|---|---|---|---|"]
-    measure_table(OUT, head, names, evaluate)
+    measure_table(OUT, head, [row_label(n, samples) for n in names], lambda label: evaluate(label.split(",")[0], samples))
 
 
 if __name__ == "__main__":
