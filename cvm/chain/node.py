@@ -36,14 +36,13 @@ import time
 
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
-from web3.exceptions import Web3Exception
 
 import cvm
-from cvm.chain import model_commitment
 from cvm.chain.disputant import Claim, Disputant
 from cvm.chain.contracts import TxFailed, call_struct, contract_at
 from cvm.chain.jobs import JobDB
-from cvm.chain.protocol import Job, OnChain, bond_free, commitment, is_drawn
+from cvm.chain.eligibility import Eligibility
+from cvm.chain.protocol import RPC_ERRORS, Job, OnChain, bond_free, commitment
 from cvm.chain.sender import Sender, Tx
 from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, Status
 from cvm.chain.store import ModelStore, StoreError
@@ -58,7 +57,6 @@ ZERO32 = bytes(32)
 COMMIT_GAS = 300_000  # InferenceOracle.commit uses about 150,000 (the first on a request)
 MAX_PASSES = 8  # passes over the requests in one step while receipts keep coming in (an instant chain)
 
-RPC_ERRORS = (Web3Exception, ConnectionError, TimeoutError, OSError)
 
 
 class Operator(JobDB):
@@ -78,12 +76,12 @@ class Operator(JobDB):
         self.slash_amount = self.oracle.functions.slashAmount().call()  # immutable: the bond per commit
         self.confirmations = confirmations  # a request is taken once this many blocks are on top of it
         self._reveal_gas: dict[int, int] = {}  # output length -> InferenceOracle.revealGas
-        self._registered_gas: dict[bytes, int] = {}  # model hash -> the gas its author registered
         self._now = 0  # the latest block's timestamp, read once a pass
         self._retry_at: dict[int, float] = {}  # request id -> time.monotonic() of its next try
         self._traces: dict[int, Trace] = {}  # request id -> its run, for disputes
         self._traced: dict[int, str] = {}  # request id (-1: the scan) -> the unexpected failure last logged with its traceback
         self.name = f"node {account.address[:10]}"
+        self.eligibility = Eligibility(w3, self.registry, account.address, self.min_stake, self.committee_size)
         JobDB.__init__(self, db_path, self.oracle.address, account.address)
         self.sender = Sender(w3, account, self.db, self.oracle.abi)
         self.disputant = Disputant(w3, account, self.oracle,  # its blocking sends use the same nonces
@@ -240,7 +238,7 @@ class Operator(JobDB):
         if not (operator[0] >= self.min_stake and operator[1] == 0):
             self._done(job, "this account is not an active operator (stake too low or leaving)", logging.WARNING)
             return
-        drawn = self._drawn(job, chain.req, operator)
+        drawn = self.eligibility.drawn(job.request_id, chain.req, operator)
         if drawn is None:
             return  # the request's block is not sealed yet: its seed is unknown
         if not drawn:
@@ -335,17 +333,8 @@ class Operator(JobDB):
         except Exception as e:  # StoreError, or anything a bug in loading raises
             self._refuse(job, e)
             return False
-        if job.model_hash not in self._registered_gas:  # set once at registration; RPC errors: retried
-            self._registered_gas[job.model_hash] = call_struct(self.registry.functions.getModel(job.model_hash))["gas"]
-        registered = self._registered_gas[job.model_hash]
-        if registered != model.gas:  # the fee is priced from the registered gas: do not work below cost
-            self._done(job, f"model {job.model_hash.hex()[:12]} is registered with gas {registered}, but its static "
-                            f"cost is {model.gas}: not served", logging.ERROR)
-            return False
-        try:  # without the trace precompile, disputes need the model's referee commitment, published and right
-            model_commitment.require_served(self.w3, self.registry, model)
-        except model_commitment.RefereeMismatch as e:
-            self._refuse(job, e)
+        if (reason := self.eligibility.refusal(model)) is not None:  # RPC errors: retried
+            self._done(job, reason, logging.ERROR)
             return False
         try:  # the output from the node's backend, the trace from the reference interpreter: they must agree
             y = model.run(model.decode_input(job.input), backend=self.backend)
@@ -384,19 +373,6 @@ class Operator(JobDB):
         if len(job.output) not in self._reveal_gas:  # a pure function of immutables and the length
             self._reveal_gas[len(job.output)] = self.oracle.functions.revealGas(len(job.output)).call()
         return self._reveal_gas[len(job.output)]
-
-    def _drawn(self, job: Job, req: dict, operator: tuple) -> bool | None:
-        """Whether the stake-weighted draw picked this operator (InferenceOracle.isDrawn, computed here
-        from the sealed request block's hash, since a call may run in that very block); None while
-        the request's block is not sealed."""
-        try:
-            block_hash = bytes(self.w3.eth.get_block(req["requestBlock"])["hash"])
-        except RPC_ERRORS:
-            return None
-        stake, unlock, staked_at, _ = operator
-        weight = stake if stake >= self.min_stake and unlock == 0 else 0
-        return is_drawn(block_hash, job.request_id, self.account.address, weight, staked_at, req["requestBlock"],
-                        req["totalStake"], self.committee_size)
 
 
 # ---------------------------------------------------------------- command line

@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from web3 import Web3
+from web3.exceptions import Web3Exception
 
 from cvm.chain.states import Status, sql_check
+
+RPC_ERRORS = (Web3Exception, ConnectionError, TimeoutError, OSError)  # a node's failed reads: retried later
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS requests (

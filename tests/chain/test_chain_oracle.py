@@ -9,7 +9,8 @@ import cvm
 from dataclasses import replace
 
 from cvm.chain.contracts import OracleConfig, deploy
-from cvm.chain.node import Status, commitment, is_drawn
+from cvm.chain.node import Status, commitment
+from cvm.chain.protocol import is_drawn
 
 pytestmark = pytest.mark.chain
 

@@ -1,0 +1,46 @@
+"""What an operator checks before it works on a request, apart from the run itself: whether it serves
+the model at all (registered at its static gas, so the fee covers the work; on a chain without the
+trace precompile, with the model's referee commitment published and right) and whether the
+stake-weighted draw picked it. Reads the chain; caches what cannot change (registered gas, a passed
+referee check)."""
+from __future__ import annotations
+
+import cvm
+from cvm.chain import model_commitment
+from cvm.chain.contracts import call_struct
+from cvm.chain.protocol import RPC_ERRORS, is_drawn
+
+
+class Eligibility:
+    def __init__(self, w3, registry, address: str, min_stake: int, committee_size: int):
+        self.w3, self.registry, self.address = w3, registry, address
+        self.min_stake, self.committee_size = min_stake, committee_size
+        self._registered_gas: dict[bytes, int] = {}  # model hash -> the gas its author registered
+
+    def refusal(self, model: cvm.Model) -> str | None:
+        """None when the operator serves `model`, else the one-line reason it does not. RPC errors
+        propagate (the request is retried)."""
+        h = bytes(model.hash)
+        if h not in self._registered_gas:  # set once at registration
+            self._registered_gas[h] = call_struct(self.registry.functions.getModel(h))["gas"]
+        if self._registered_gas[h] != model.gas:  # the fee is priced from the registered gas
+            return (f"model {h.hex()[:12]} is registered with gas {self._registered_gas[h]}, but its static cost is "
+                    f"{model.gas}: not served")
+        try:  # without the trace precompile, disputes need the model's referee commitment, published and right
+            model_commitment.require_served(self.w3, self.registry, model)
+        except model_commitment.RefereeMismatch as e:
+            return f"not served: {e}"
+        return None
+
+    def drawn(self, request_id: int, req: dict, operator: tuple) -> bool | None:
+        """Whether the stake-weighted draw picked this operator (InferenceOracle.isDrawn, computed here
+        from the sealed request block's hash, since a call may run in that very block); None while
+        the request's block is not sealed."""
+        try:
+            block_hash = bytes(self.w3.eth.get_block(req["requestBlock"])["hash"])
+        except RPC_ERRORS:
+            return None
+        stake, unlock, staked_at, _ = operator
+        weight = stake if stake >= self.min_stake and unlock == 0 else 0
+        return is_drawn(block_hash, request_id, self.address, weight, staked_at, req["requestBlock"],
+                        req["totalStake"], self.committee_size)
