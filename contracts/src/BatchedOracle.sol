@@ -106,33 +106,13 @@ contract BatchedOracle is OracleCore {
 
     // ---------------------------------------------------------------- requests
 
-    /// A request on the fast path (challenge window 0: k equal reveals are final at once).
-    function request(bytes32 modelHash, bytes calldata input, address callback) external payable returns (uint256) {
-        return _request(modelHash, input, callback, 0);
-    }
-
-    /// A request whose result is final `challengeWindow` seconds after the reveal deadline, if no
-    /// dispute refuted it.
-    function requestWithWindow(bytes32 modelHash, bytes calldata input, address callback, uint64 challengeWindow)
-        external
-        payable
-        returns (uint256)
-    {
-        if (challengeWindow > maxChallengeWindow) revert ChallengeWindowTooLong(challengeWindow, maxChallengeWindow);
-        return _request(modelHash, input, callback, challengeWindow);
-    }
-
     function _request(bytes32 modelHash, bytes calldata input, address callback, uint64 window)
-        private
+        internal
+        override
         returns (uint256 requestId)
     {
-        (bool active, uint64 gas, uint32 inputBytes, uint32 outputBytes) = registry.terms(modelHash);
-        if (!active) revert ModelNotAvailable(modelHash);
-        uint256 required = _fee(gas, outputBytes);
-        if (msg.value < required) revert FeeTooLow(msg.value, required);
-        if (input.length != inputBytes) revert InputLengthMismatch(input.length, inputBytes);
-
-        requestId = _newRequestId();
+        uint32 outputBytes;
+        (requestId, outputBytes) = _admit(modelHash, input);
         Round memory r;
         r.modelHash = modelHash;
         r.inputHash = keccak256(input);

@@ -290,8 +290,36 @@ abstract contract OracleCore {
     /// which keeps none, answers for the request it is calling back and for expired ones.
     function requesterOf(uint256 requestId) external view virtual returns (address);
 
-    function _newRequestId() internal returns (uint256 id) {
-        id = _nextRequestId;
+    /// A request on the fast path (challenge window 0: k equal reveals are final at once).
+    function request(bytes32 modelHash, bytes calldata input, address callback) external payable returns (uint256) {
+        return _request(modelHash, input, callback, 0);
+    }
+
+    /// A request whose result is final `challengeWindow` seconds after the reveal deadline, if no
+    /// dispute refuted it: one honest drawn operator is then enough.
+    function requestWithWindow(bytes32 modelHash, bytes calldata input, address callback, uint64 challengeWindow)
+        external
+        payable
+        returns (uint256)
+    {
+        if (challengeWindow > maxChallengeWindow) revert ChallengeWindowTooLong(challengeWindow, maxChallengeWindow);
+        return _request(modelHash, input, callback, challengeWindow);
+    }
+
+    /// How each oracle records a request that `_admit` let in.
+    function _request(bytes32 modelHash, bytes calldata input, address callback, uint64 window)
+        internal
+        virtual
+        returns (uint256 requestId);
+
+    /// The checks every request passes (model active, fee, input length) and its new id.
+    function _admit(bytes32 modelHash, bytes calldata input) internal returns (uint256 id, uint32 outputBytes) {
+        (bool active, uint64 gas, uint32 inputBytes, uint32 outputBytes_) = registry.terms(modelHash);
+        if (!active) revert ModelNotAvailable(modelHash);
+        uint256 required = _fee(gas, outputBytes_);
+        if (msg.value < required) revert FeeTooLow(msg.value, required);
+        if (input.length != inputBytes) revert InputLengthMismatch(input.length, inputBytes);
+        (id, outputBytes) = (_nextRequestId, outputBytes_);
         _nextRequestId = id + 1;
     }
 
@@ -482,37 +510,13 @@ contract InferenceOracle is OracleCore {
 
     // ---------------------------------------------------------------- requests
 
-    /// A request on the fast path (challenge window 0: k equal reveals are final at once).
-    function request(bytes32 modelHash, bytes calldata input, address callback)
-        external
-        payable
-        returns (uint256)
-    {
-        return _request(modelHash, input, callback, 0);
-    }
-
-    /// A request whose result is final `challengeWindow` seconds after the reveal deadline, if no
-    /// dispute refuted it: one honest drawn operator is then enough.
-    function requestWithWindow(bytes32 modelHash, bytes calldata input, address callback, uint64 challengeWindow)
-        external
-        payable
-        returns (uint256)
-    {
-        if (challengeWindow > maxChallengeWindow) revert ChallengeWindowTooLong(challengeWindow, maxChallengeWindow);
-        return _request(modelHash, input, callback, challengeWindow);
-    }
-
     function _request(bytes32 modelHash, bytes calldata input, address callback, uint64 window)
-        private
+        internal
+        override
         returns (uint256 requestId)
     {
-        (bool active, uint64 gas, uint32 inputBytes, uint32 outputBytes) = registry.terms(modelHash);
-        if (!active) revert ModelNotAvailable(modelHash);
-        uint256 required = _fee(gas, outputBytes);
-        if (msg.value < required) revert FeeTooLow(msg.value, required);
-        if (input.length != inputBytes) revert InputLengthMismatch(input.length, inputBytes);
-
-        requestId = _newRequestId();
+        uint32 outputBytes;
+        (requestId, outputBytes) = _admit(modelHash, input);
         Stored storage r = _requests[requestId];
         r.modelHash = modelHash;
         r.inputHash = keccak256(input);

@@ -117,15 +117,19 @@ class Operators:
         return "\n".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(self.tmp_path.glob("op*.log")))
 
 
-def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
-    url, w3 = anvil
+def mnist_setup(tmp_path):
+    """What the anvil tests with live nodes share: anvil's first five accounts as (deployer, three
+    operators, player), a model store holding the MNIST CNN fixture, the model and its test data."""
     Account.enable_unaudited_hdwallet_features()
     keys = [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(5)]
-    deployer, op_keys, player = keys[0], keys[1:4], keys[4]
-
     store = ModelStore(tmp_path / "models")
     model = store.get(store.put(ROOT / "fixtures/models/mnist_cnn.cvm"))
-    test = np.load(ROOT / "fixtures/data/mnist_cnn_test.npz")
+    return keys[0], keys[1:4], keys[4], store, model, np.load(ROOT / "fixtures/data/mnist_cnn_test.npz")
+
+
+def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
+    url, w3 = anvil
+    deployer, op_keys, player, store, model, test = mnist_setup(tmp_path)
     x, label = model.quantize_input(test["x"][5:6]), int(test["y"][5])
     image, y = model.encode_input(x), model.run(x, backend="reference")
     assert int(np.argmax(y[0])) == label

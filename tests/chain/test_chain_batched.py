@@ -29,8 +29,8 @@ pytestmark = pytest.mark.chain
 WINDOW = 200
 
 
-@pytest.fixture
-def env(tmp_path):
+def batched_env(tmp_path) -> Env:
+    """The embedded chain with BatchedOracle, the tiny model registered and three operators staked."""
     store = ModelStore(tmp_path / "models")
     model = store.get(store.put(tiny_model()))
     chain = EmbeddedChain(store, backend="reference", num_accounts=10)
@@ -39,6 +39,11 @@ def env(tmp_path):
     e = Env(chain, store, model, dep, CONFIG)
     e.stake_all(3)
     return e
+
+
+@pytest.fixture
+def env(tmp_path):
+    return batched_env(tmp_path)
 
 
 class Round_:

@@ -11,11 +11,9 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from chainkit import BACKEND, ROOT
-from eth_account import Account
-from test_chain_anvil import MNEMONIC, TIMEOUT, free_port, running_anvil, wait_for
+from test_chain_anvil import TIMEOUT, free_port, mnist_setup, running_anvil, wait_for
 from web3.logs import DISCARD
 
 import cvm
@@ -23,7 +21,6 @@ from cvm.chain import model_commitment
 from cvm.chain.batch import StaleRound, deploy_batched_oracle, latest_round
 from cvm.chain.contracts import OracleConfig, deploy, register_model, send
 from cvm.chain.states import Status
-from cvm.chain.store import ModelStore
 
 pytestmark = [pytest.mark.chain, pytest.mark.anvil]
 
@@ -42,12 +39,7 @@ def round_now(oracle, rid):
 
 def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path):
     with running_anvil(tmp_path) as (url, w3):
-        Account.enable_unaudited_hdwallet_features()
-        keys = [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(5)]
-        deployer, op_keys, player = keys[0], keys[1:4], keys[4]
-        store = ModelStore(tmp_path / "models")
-        model = store.get(store.put(ROOT / "fixtures/models/mnist_cnn.cvm"))
-        test = np.load(ROOT / "fixtures/data/mnist_cnn_test.npz")
+        deployer, op_keys, player, store, model, test = mnist_setup(tmp_path)
         x, label = model.quantize_input(test["x"][5:6]), int(test["y"][5])
         image, y = model.encode_input(x), model.run(x, backend="reference")
 

@@ -20,9 +20,10 @@ import os
 
 import numpy as np
 import pytest
-from chainkit import BACKEND, CONFIG, ROOT, Env, tiny_model
+from chainkit import BACKEND, CONFIG, ROOT, Env
 from eth_account import Account
 from test_chain_anvil import MNEMONIC, running_anvil
+from test_chain_batched import batched_env
 from test_chain_referee import FORGED_LEAF, forged
 
 import cvm
@@ -189,13 +190,8 @@ def test_signed_commits_count_against_the_free_bond(tmp_path, board):
     the committee is silent, so they stay on the relay), and signs no third one while those two may
     still land; once the first request's commit deadline passes unsubmitted, its bond is free again
 and the third request gets it."""
-    store = ModelStore(tmp_path / "models")
-    model = store.get(store.put(tiny_model()))
-    chain = EmbeddedChain(store, backend="reference", num_accounts=10)
-    dep = deploy_batched_oracle(chain.w3, chain.keys[0], CONFIG)
-    register_model(dep.registry, chain.keys[0], model)
-    env = Env(chain, store, model, dep, CONFIG)
-    env.stake_all(3)
+    env = batched_env(tmp_path)
+    store, model, chain = env.store, env.model, env.chain
     assert CONFIG.min_stake // CONFIG.slash_amount == 2
     node = BatchedOperator(env.w3, env.operators[0], env.oracle.address, store, tmp_path / "op0.sqlite",
                            backend=BACKEND, retry_delay=0.0, relay=board)

@@ -17,17 +17,13 @@ import os
 import statistics
 import time
 
-import numpy as np
 import pytest
-from chainkit import ROOT
-from eth_account import Account
-from test_chain_anvil import MNEMONIC, Operators, running_anvil, wait_for
+from test_chain_anvil import Operators, mnist_setup, running_anvil, wait_for
 
 import cvm
 from cvm.chain import model_commitment
 from cvm.chain.contracts import OracleConfig, deploy_oracle, register_model, send
 from cvm.chain.node import Status
-from cvm.chain.store import ModelStore
 
 pytestmark = [pytest.mark.chain, pytest.mark.anvil, pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("CVM_FLOOD") != "1",
@@ -73,13 +69,7 @@ def events_by(oracle, name: str, operator: str) -> list:
 
 def test_150_requests_in_15_seconds_with_a_kill(anvil, tmp_path):
     url, w3 = anvil
-    Account.enable_unaudited_hdwallet_features()
-    keys = [Account.from_mnemonic(MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}") for i in range(5)]
-    deployer, op_keys, player = keys[0], keys[1:4], keys[4]
-
-    store = ModelStore(tmp_path / "models")
-    model = store.get(store.put(ROOT / "fixtures/models/mnist_cnn.cvm"))
-    test = np.load(ROOT / "fixtures/data/mnist_cnn_test.npz")
+    deployer, op_keys, player, store, model, test = mnist_setup(tmp_path)
     xs = [model.quantize_input(test["x"][i % len(test["x"])][None]) for i in range(REQUESTS)]
     inputs = [model.encode_input(x) for x in xs]
     expected = [cvm.output_hash(model.run(x, backend="reference")) for x in xs]
