@@ -23,7 +23,7 @@ from numba.core.dispatcher import Dispatcher
 from ..ir import Graph
 from ..ops import by_opset, derive
 from ..verify import Analysis
-from .numba_kernels import lower_mac, lower_ops, lower_text, lower_vision, plan
+from .numba_kernels import lower_mac, lower_ops, lower_text, lower_vision, plan, wholeplan
 from .numba_kernels import threads as threads_
 from .numba_kernels.layout import canonical
 
@@ -47,6 +47,9 @@ MAX_BOUND_SETS = 64  # and in number (a set also holds a few Python objects per 
 SPLITS = ("auto", "always", "batch", "ops")
 BATCH_PART_MIN = 8  # samples per part before a batch is cut into more parts than threads
 MAX_PARTS_PER_THREAD = 4  # parts taken in turn: a thread the OS does not schedule delays one part
+WHOLEPLANS = ("auto", "always", "never")
+WHOLEPLAN_MAX_BYTES = 4 << 20  # a bound set is copied into the whole-plan arena up to this size
+WHOLEPLAN_MAX_BYTES_PER_CALL = 16 << 10  # and runs as a program when its calls average at most this
 
 
 def host_has_vnni() -> bool:
@@ -68,12 +71,12 @@ def available_isas() -> list[str]:
 class _Bound:
     """One batch size's buffers and the prebuilt kernel calls."""
 
-    def __init__(self, p: plan.Planner, outputs: dict[str, str], batch: int):
+    def __init__(self, p: plan.Planner, outputs: dict[str, str], batch: int, whole: str = "auto"):
         env = {name: np.empty((batch,) + p.values[name].stored, p.values[name].dtype) for name in
                (i.name for i in p.graph.inputs)}
         self.inputs = [(name, env[name]) for name in env]
         self.nbytes = sum(a.nbytes for a in env.values())
-        self.calls = []
+        calls = []
         for step in p.steps:
             ins = [env[n] for n in step.inputs]
             if (v := step.bound_view(ins)) is not None:
@@ -81,9 +84,22 @@ class _Bound:
                 continue
             out = np.empty((batch,) + step.value.stored, step.value.dtype)
             self.nbytes += out.nbytes + batch * step.scratch
-            self.calls.extend(_direct(fn, args) for fn, args in step.bind(ins, out))
+            calls.extend(step.bind(ins, out))
             env[step.output] = out
         self.outputs = [(name, canonical(env[stored], p.values[stored])) for name, stored in outputs.items()]
+        self.segments = None  # compiled calls a run makes when the whole-plan runner took this set
+        if use_wholeplan(whole, calls, self.nbytes) and (w := wholeplan.bind(calls, self.inputs, self.outputs)):
+            calls, self.inputs, self.outputs, self.nbytes, self.segments = w.calls, w.inputs, w.outputs, w.nbytes, w.segments
+        self.calls = [_direct(fn, args) for fn, args in calls]
+
+
+def use_wholeplan(whole: str, calls: list, nbytes: int) -> bool:
+    """Whether a bound set runs as one compiled program (numba_kernels.wholeplan): "always",
+    "never", or "auto": when its calls are small (WHOLEPLAN_MAX_BYTES_PER_CALL of buffers a call on
+    average, so the per-call cost dominates) and it is small enough to copy (WHOLEPLAN_MAX_BYTES)."""
+    if whole != "auto":
+        return whole == "always"
+    return bool(calls) and nbytes <= WHOLEPLAN_MAX_BYTES and nbytes <= WHOLEPLAN_MAX_BYTES_PER_CALL * len(calls)
 
 
 def _direct(fn, args):
@@ -164,7 +180,7 @@ _RUNNER_IDS = itertools.count()
 
 class Runner:
     def __init__(self, graph: Graph, analysis: Analysis, isa: str = "auto", threads: int | None = None,
-                 split: str = "auto"):
+                 split: str = "auto", wholeplan: str = "auto"):
         if isa not in ISAS:
             raise ValueError(f"unknown isa {isa!r}; choose from {ISAS}")
         if isa == "auto":
@@ -175,6 +191,9 @@ class Runner:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.split = split
+        if wholeplan not in WHOLEPLANS:
+            raise ValueError(f"wholeplan must be one of {WHOLEPLANS}, got {wholeplan!r}")
+        self.wholeplan = wholeplan
         self.pool = threads_.Pool(threads or threads_.default_threads(), eager=split == "always")
         self.plan, self.outputs = plan.build(graph, analysis, isa, self.pool, LOWERINGS, REFUSED)
         self._id = next(_RUNNER_IDS)
@@ -210,7 +229,7 @@ class Runner:
 
     def _run(self, inputs: dict[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
         key = (self._id, batch)
-        b = IDLE_SETS.take(key) or _Bound(self.plan, self.outputs, batch)
+        b = IDLE_SETS.take(key) or _Bound(self.plan, self.outputs, batch, self.wholeplan)
         try:
             for name, buf in b.inputs:
                 np.copyto(buf, inputs[name], casting="unsafe")
@@ -226,10 +245,12 @@ class Runner:
 
 
 def prepare(graph: Graph, analysis: Analysis, isa: str = "auto", threads: int | None = None,
-            split: str = "auto") -> Runner:
+            split: str = "auto", wholeplan: str = "auto") -> Runner:
     """Backend protocol: plan once (kernels compile on first use, or load from numba's cache).
     threads: how many threads share a call (default: the CPUs this process may run on);
     split: "auto" cuts batches of at least 2 * threads samples into parts run whole by the threads,
     and splits the large ops of smaller batches; "ops" never cuts the batch; "always" splits every
-    op with enough rows, however small, and "batch" cuts every batch of 2 or more (both for tests)."""
-    return Runner(graph, analysis, isa, threads, split)
+    op with enough rows, however small, and "batch" cuts every batch of 2 or more (both for tests);
+    wholeplan: "auto" runs a bound set of small calls as one compiled program (use_wholeplan),
+    "always" every set it can, "never" none (both for tests and measurements)."""
+    return Runner(graph, analysis, isa, threads, split, wholeplan)

@@ -1,0 +1,107 @@
+"""The numpy calls of the per-step path as compiled kernels, for the whole-plan runner (a numpy call
+would split its program): add / sub / mul with broadcasting, and concat.
+
+The per-step path runs add / sub / mul as `np.<ufunc>(a, b, out, dtype=calc, casting="unsafe")`
+(lower_ops); `translate` turns such a call into `binary(op, a, b, sa, sb, out)` when every operand is
+C-contiguous, and a concat (`np.concatenate(parts, axis, out, casting="unsafe")`) of C-contiguous
+parts into one `place` call a part. Exactness of binary: numpy computes
+in `calc` (the widest of the operands' and the output's types, so no operand narrows) and casts to
+the output; the kernel computes in int64 and stores into the output. Both are the exact result
+modulo 2^(output bits) (two's complement: truncating int64 to the output equals truncating to calc
+first, calc being at least as wide), and the verifier proved the exact result fits the output.
+place stores each value into the output's type as numpy's unsafe cast does (truncation).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import njit
+
+OPS = {np.add: 0, np.subtract: 1, np.multiply: 2}
+RANK = 4  # operands and output are seen as 4-d (unit axes in front); higher ranks stay in numpy
+
+
+@njit(cache=True, nogil=True)
+def binary(op, a, b, sa, sb, out):
+    """out[i] = a[i . sa] (op) b[i . sb] over the 4-d index i of out; sa, sb: element strides of the
+    flat operands (0 along a broadcast axis)."""
+    d0, d1, d2, d3 = out.shape
+    for i0 in range(d0):
+        for i1 in range(d1):
+            for i2 in range(d2):
+                pa = i0 * sa[0] + i1 * sa[1] + i2 * sa[2]
+                pb = i0 * sb[0] + i1 * sb[1] + i2 * sb[2]
+                row = out[i0, i1, i2]
+                if op == 0:
+                    for i3 in range(d3):
+                        row[i3] = np.int64(a[pa + i3 * sa[3]]) + np.int64(b[pb + i3 * sb[3]])
+                elif op == 1:
+                    for i3 in range(d3):
+                        row[i3] = np.int64(a[pa + i3 * sa[3]]) - np.int64(b[pb + i3 * sb[3]])
+                else:
+                    for i3 in range(d3):
+                        row[i3] = np.int64(a[pa + i3 * sa[3]]) * np.int64(b[pb + i3 * sb[3]])
+
+
+@njit(cache=True, nogil=True)
+def place(part, start, out):
+    """out[o, start + i, j] = part[o, i, j]: one part of a concat along the middle axis."""
+    for o in range(part.shape[0]):
+        for i in range(part.shape[1]):
+            row = out[o, start + i]
+            src = part[o, i]
+            for j in range(part.shape[2]):
+                row[j] = src[j]
+
+
+def translate(fn, args) -> list:
+    """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place."""
+    from .lower_ops import _concat
+    if fn is _concat:
+        return _concat_calls(*args) or [(fn, args)]
+    return [_binary_call(fn, args)]
+
+
+def _concat_calls(parts, axis, out) -> list | None:
+    if not all(isinstance(x, np.ndarray) and x.flags.c_contiguous and x.dtype.kind in "iu" for x in (*parts, out)):
+        return None
+    outer, inner = int(np.prod(out.shape[:axis], dtype=np.int64)), int(np.prod(out.shape[axis + 1:], dtype=np.int64))
+    calls, start = [], 0
+    for part in parts:
+        calls.append((place, (part.reshape(outer, part.shape[axis], inner), start, out.reshape(outer, -1, inner))))
+        start += part.shape[axis]
+    return calls
+
+
+def _binary_call(fn, args):
+    """(binary, args) for a call np.<add|subtract|multiply>(a, b, out) of lower_ops' partial form
+    whose operands are C-contiguous and broadcast to out's shape (rank <= RANK); else (fn, args)."""
+    if not (isinstance(fn, functools.partial) and fn.func in OPS and not fn.args and len(args) == 3
+            and set(fn.keywords) <= {"dtype", "casting"} and fn.keywords.get("casting") == "unsafe"):
+        return fn, args
+    a, b, out = args
+    if not all(isinstance(x, np.ndarray) and x.flags.c_contiguous and x.dtype.kind in "iu" for x in args):
+        return fn, args
+    calc = np.dtype(fn.keywords.get("dtype", out.dtype))
+    if out.ndim > RANK or any(x.dtype.itemsize > calc.itemsize for x in args) or calc.kind != "i":
+        return fn, args
+    strides = [_strides(x.shape, out.shape) for x in (a, b)]
+    if any(s is None for s in strides):
+        return fn, args
+    shape4 = (1,) * (RANK - out.ndim) + out.shape
+    return binary, (OPS[fn.func], a.reshape(-1), b.reshape(-1), strides[0], strides[1], out.reshape(shape4))
+
+
+def _strides(shape: tuple, out: tuple) -> np.ndarray | None:
+    """Element strides (RANK of them) of a C-contiguous operand broadcast to out, or None."""
+    if len(shape) > len(out):
+        return None
+    full = (1,) * (len(out) - len(shape)) + tuple(shape)
+    if any(d not in (1, o) for d, o in zip(full, out)):
+        return None
+    c = np.ones(len(full), np.int64)
+    for i in range(len(full) - 2, -1, -1):
+        c[i] = c[i + 1] * full[i + 1]
+    s = [int(c[i]) if full[i] == out[i] and out[i] > 1 else 0 for i in range(len(full))]
+    return np.array([0] * (RANK - len(full)) + s, np.int64)
