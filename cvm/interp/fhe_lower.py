@@ -20,7 +20,8 @@ from ..ops import OPSETS, OpDef, by_opset, derive, repriced_keys
 from ..ops.base import TABLE_MONOTONE
 from ..arith import mac_bound
 from ..verify import Analysis
-from .fhe_lookup import FHEUnsupported, LookupPlan, int_bits, plan_lookup
+from .fhe_clamp import ClampPlan, plan_clamp
+from .fhe_lookup import FHEUnsupported, LookupPlan, int_bits, plan_lookup, rounded_interval
 
 PIN = "cvm_interval"
 
@@ -125,9 +126,20 @@ def plan_node(graph: Graph, analysis: Analysis, index: int, budget: int):
                                           f"a table keeps its input's shape", where)
     profile = opdef.profile(attrs, consts, x.shape)
     probe = Lookup(opdef, attrs, tuple(consts), profile, LookupPlan(x.lo, x.hi, 0, 0, 0))
-    plan = plan_lookup(probe.on_domain, x.lo, x.hi, budget, monotone=opdef.table == TABLE_MONOTONE, node=where,
-                       what=f"{node.op} lookup")
+    try:
+        plan = plan_lookup(probe.on_domain, x.lo, x.hi, budget, monotone=opdef.table == TABLE_MONOTONE,
+                           node=where, what=f"{node.op} lookup")
+    except FHEUnsupported:
+        if not _saturating_rounding(node.op, attrs, consts):
+            raise
+        plan = plan_clamp(x.lo, x.hi, attrs["shift"], attrs["bits"], budget, node=where)
     return Lookup(opdef, attrs, tuple(consts), profile, plan)
+
+
+def _saturating_rounding(op: str, attrs: dict, consts: list) -> bool:
+    """requant(x, 1, shift, bits): a rounding whose own clip saturates (fhe_clamp lowers it)."""
+    return op == "requant" and len(consts) == 1 and consts[0].shape == (1,) and int(consts[0][0]) == 1 \
+        and attrs["shift"] >= 1
 
 
 # ---------------------------------------------------------------- rules: (ctx, node, attrs, args) -> tracer
@@ -149,11 +161,31 @@ def _lookup(ctx, node, attrs, args):
         return fhe.multivariate(lambda x, d: f(np.clip(x, xlo, xhi), np.clip(d, dlo, dhi)))(args[0], args[1])
     lk: Lookup = ctx.lookups[node.output]
     v, plan = args[0], lk.plan
+    if isinstance(plan, ClampPlan):
+        return _saturating(v, plan)
     if plan.shift:
         if plan.offset:
             v = pin(v + plan.offset, plan.lo + plan.offset, plan.hi + plan.offset)
         v = pin(fhe.round_bit_pattern(v, plan.shift, exactness=fhe.Exactness.EXACT), *plan.rounded)
     return fhe.univariate(lk.table)(v)
+
+
+def _saturating(v, plan: ClampPlan):
+    """clip(round_shift(x, r), -L, L) as fhe_clamp splits it: two exact roundings, three narrow tables."""
+    exact = fhe.Exactness.EXACT
+    a = pin(v + plan.high_offset, *plan.high_interval())
+    rh = pin(fhe.round_bit_pattern(a, plan.high_shift, exactness=exact),
+             *rounded_interval(*plan.high_interval(), plan.high_shift))
+    kind = pin(fhe.univariate(plan.kind_table)(rh), 0, max(plan.kinds) << plan.high_shift)
+    base = pin(fhe.univariate(plan.base_table)(rh), *plan.base_interval())
+    rem = pin(a - rh, -(1 << (plan.high_shift - 1)), (1 << (plan.high_shift - 1)) - 1)
+    plo, phi = plan.packed_interval()
+    half = (1 << (plan.high_shift - 1)) + (1 << (plan.shift - 1))
+    packed = pin(pin(rem + kind, plo - half, phi - half) + half, plo, phi)
+    rp = pin(fhe.round_bit_pattern(packed, plan.shift, exactness=exact),
+             *rounded_interval(*plan.packed_interval(), plan.shift))
+    row = pin(fhe.univariate(plan.row_table)(rp), *plan.row_interval())
+    return pin(base + row, -plan.limit, plan.limit)
 
 
 def _dense(ctx, node, attrs, args):

@@ -16,6 +16,8 @@ class QuantConfig:
     feature_input_bits: int = 16  # 1-D (tabular) inputs, one scale per feature: more dynamic range
     acc_bits: int = 32  # accumulator budget of every multiply-accumulate (MAC splits keep it)
     lut_input_bits: int | None = None  # fhe: every table lookup's input fits this many bits
+    lookup_range: str = "proven"  # fhe: size the rounding before a lookup from the verifier's "proven" worst case
+    # or from the "calibrated" range, beyond which the rounding requant clamps (mrt.quantize.prerounding; docs/fhe.md)
     add_extra_bits: int = 4  # extra precision of the common scale of an activation + activation
     unsigned_activations: bool = True  # relu / clip(>= 0) outputs hold 0..2^bits - 1 (stored int16)
     wide_tensors: tuple[str, ...] = ()  # float tensors given wide_bits activations (mixed precision, mrt.mixed)
@@ -49,11 +51,15 @@ class QuantConfig:
     def pre_rounding(self) -> str:
         """The hook run before each rescale (mrt.quantize.prerounding.HOOKS): with a lookup budget
         (the fhe target), a wider input is first rounded into it."""
-        return "none" if self.lut_input_bits is None else "lookup_budget"
+        if self.lut_input_bits is None:
+            return "none"
+        return "lookup_calibrated" if self.lookup_range == "calibrated" else "lookup_budget"
 
     def __post_init__(self):
         if self.target not in TARGETS:
             raise ValueError(f"unknown target {self.target!r}; choose from {TARGETS}")
+        if self.lookup_range not in ("calibrated", "proven"):
+            raise ValueError(f"lookup_range must be 'calibrated' or 'proven', got {self.lookup_range!r}")
         if self.softmax not in ("client", "integer"):
             raise ValueError(f"softmax must be 'client' or 'integer', got {self.softmax!r}")
         for name in ("bits", "weight_bits", "output_bits", "feature_input_bits"):
