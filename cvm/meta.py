@@ -133,6 +133,7 @@ QUANTIZATION = record({  # MRT's QuantConfig (tests/mrt check that every field o
     "feature_input_bits": count, "acc_bits": count, "lut_input_bits": optional_int, "add_extra_bits": count,
     "unsigned_activations": flag, "bias_correction": flag, "wide_tensors": list_of(text),
     "lookup_range": text,  # fhe: the rounding before a lookup sized from the "calibrated" or "proven" range
+    "wide_weight_bits": optional_int,  # written only when set (a recurrent model's cells: mrt.recurrent_precision)
 })
 
 SCHEMA = record({

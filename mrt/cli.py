@@ -34,7 +34,7 @@ def cmd_convert(args) -> int:
     from mrt.pipeline import convert
     options = dict(target=args.target, bits=args.bits, calibration_method=args.calibration, softmax=args.softmax,
                    input_shapes=dict(args.input_shape or []) or None, batch_size=args.calib_batch_size,
-                   equalize=args.equalize, wide=args.wide or ())
+                   equalize=args.equalize, wide=args.wide or (), recurrent=not args.narrow_recurrent)
     if args.weight_bits is not None:
         options["weight_bits"] = args.weight_bits
     if args.mixed_precision is not None:
@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="12-bit activations for a transformer encoder's sensitive tensors: 'encoder' (all of them: "
                         "what all-MiniLM-L6-v2 needs for cosine >= 0.99, docs/models.md) or a comma list of "
                         "activations, layer_norm, residual, dense (mrt/text_precision.py)")
+    s.add_argument("--narrow-recurrent", action="store_true",
+                   help="quantize recurrent cells (LSTM/GRU/RNN) at --bits like the rest (default: their states 12-bit, "
+                        "their dense weights 10-bit: mrt/recurrent_precision.py, docs/fidelity.md)")
     s.add_argument("--weight-bits", type=int, metavar="N", help="weight bits (default 8; 10 with --wide encoder "
                    "is docs/models.md's best MiniLM row)")
     s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`)")

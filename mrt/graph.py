@@ -90,6 +90,9 @@ class Graph:
     name: str = "graph"
     # ONNX batch axis of graph inputs/outputs stored batch-first where it is not 0 (onnx_import/batch_major.py)
     batch_axes: dict = field(default_factory=dict)
+    # tensors computed inside an unrolled recurrence (mrt.onnx_import.ops_rnn) and the sequences it reads:
+    # their error compounds over the steps, so the cvm target keeps them wide (mrt.recurrent_precision)
+    recurrent: frozenset = field(default_factory=frozenset, compare=False)
     shapes: dict = field(init=False, repr=False, compare=False)
     _full: dict = field(init=False, repr=False, compare=False)
 

@@ -75,6 +75,7 @@ class Options:
     input_shapes: dict | None = None  # {input name (or "x"): per-sample shape} fixing symbolic dims
     equalize: bool = False  # cross-layer equalization of conv/dense pairs (mrt.passes.equalize)
     wide: str | tuple = ()  # encoder tensors given wide activations (mrt.text_precision: "encoder" or parts)
+    recurrent: bool = True  # cvm target: recurrent cells keep wide activations and weights (mrt.recurrent_precision)
     overrides: dict = field(default_factory=dict)
 
 
@@ -138,6 +139,10 @@ def _calibrate(c: Conversion):
         from mrt.text_precision import encoder_wide_tensors, parse_parts
         tensors = encoder_wide_tensors(c.graph, parse_parts(c.options.wide))
         c.options = replace(c.options, overrides={**c.options.overrides, "wide_tensors": tensors})
+    elif c.options.recurrent and c.options.target == "cvm":
+        from mrt import recurrent_precision
+        c.options = replace(c.options, overrides={**c.options.overrides,
+                                                  **recurrent_precision.overrides(c.graph, c.options.overrides)})
     o = c.options
     c.data = load_data(c.calibration, c.graph)
     cfg = _config(o)
@@ -209,13 +214,15 @@ def _meta(c: Conversion) -> dict:
 def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
             calibration_method: str = "mse", softmax: str = "client", batch_size: int = 64,
             progress: bool = True, per_feature_inputs: bool = True, input_shapes: dict | None = None,
-            dump=None, equalize: bool = False, wide: str | tuple = (), **overrides) -> cvm.Model:
+            dump=None, equalize: bool = False, wide: str | tuple = (), recurrent: bool = True,
+            **overrides) -> cvm.Model:
     """Convert an ONNX model (path, bytes or onnx.ModelProto) into a verified integer cvm.Model by
     running CONVERSION's stages in order. dump (as mrt.passes.run_pipeline's): None, True to print
     what each stage produced, a directory for one NN_stage.txt each (the passes' own stages go in
     its passes/ folder), or a callable(number, name, printable)."""
     c = Conversion(model, calibration, Options(target, bits, calibration_method, softmax, batch_size, progress,
-                                               per_feature_inputs, input_shapes, equalize, wide, overrides))
+                                               per_feature_inputs, input_shapes, equalize, wide, recurrent,
+                                               overrides))
     show = dumper(dump)
     for number, stage in enumerate(CONVERSION, 1):
         if stage.run is _passes and isinstance(dump, (str, os.PathLike)):

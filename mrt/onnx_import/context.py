@@ -27,6 +27,7 @@ class ImportContext:
         self.batch_one = batch_one   # the model declares batch size 1 (not symbolic)
         self.integer_tensors = set()  # ONNX tensors of an integer element type (importer.integer_tensors)
         self.batch_axes = {}         # ONNX name -> its batch axis where not 0, stored batch-first (batch_major.py)
+        self.recurrent = set()       # IR tensors of unrolled recurrences and the sequences they read (ops_rnn.py)
 
     # -- reading ONNX tensors ----------------------------------------------------------------
 

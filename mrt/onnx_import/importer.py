@@ -257,6 +257,7 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
     try:
         moved = {name: ctx.batch_axes[name] for name in [*(s.name for s in specs), *outputs] if name in ctx.batch_axes}
         return Graph(inputs=specs, outputs=outputs, initializers=ctx.initializers,
-                     nodes=ctx.nodes, name=g.name or "graph", batch_axes=moved)
+                     nodes=ctx.nodes, name=g.name or "graph", batch_axes=moved,
+                     recurrent=frozenset(ctx.recurrent))
     except GraphError as e:
         raise UnsupportedOp(f"imported graph is invalid: {e}") from e

@@ -128,7 +128,10 @@ class Cell:
     # -- emitting -------------------------------------------------------------------------------
 
     def emit(self, op, inputs, attrs=None, out=None):
-        return self.ctx.emit(op, inputs, attrs or {}, self.node, out=out)
+        """An IR op of the recurrence; it and the batched tensors it reads are recorded as recurrent (Graph.recurrent)."""
+        result = self.ctx.emit(op, inputs, attrs or {}, self.node, out=out)
+        self.ctx.recurrent.update([result, *(i for i in inputs if i in self.ctx.full)])
+        return result
 
     def const(self, hint, value):
         """One IR constant per hint (a direction's W, R, bias, ...), shared by every step that reads it."""

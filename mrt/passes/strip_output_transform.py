@@ -20,4 +20,4 @@ def strip_output_transform(graph: Graph) -> tuple[Graph, list[str]]:
             dropped.append(node.op)
     if not dropped:
         return graph, []
-    return Graph(graph.inputs, outputs, graph.initializers, nodes, graph.name, graph.batch_axes), dropped
+    return graph.replace(outputs=tuple(outputs), nodes=tuple(nodes)), dropped

@@ -65,7 +65,8 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     meta = dict(meta or {})
     meta.update({"input_thresholds": input_thresholds} if input_thresholds else {})
     meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
-                 "quantization": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()}})
+                 "quantization": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()
+                                  if not (k == "wide_weight_bits" and v is None)}})  # earlier models' metadata kept
     return qz.b.graph(outputs, footprint=qz.bounds.footprint()), meta
 
 

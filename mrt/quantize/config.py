@@ -21,6 +21,8 @@ class QuantConfig:
     add_extra_bits: int = 4  # extra precision of the common scale of an activation + activation
     unsigned_activations: bool = True  # relu / clip(>= 0) outputs hold 0..2^bits - 1 (stored int16)
     wide_tensors: tuple[str, ...] = ()  # float tensors given wide_bits activations (mixed precision, mrt.mixed)
+    wide_weight_bits: int | None = None  # weights of a MAC reading a wide tensor (None: weight_bits); the
+    # recurrent default sets 10 (mrt.recurrent_precision)
     bias_correction: bool = False  # remove the mean shift rounded weights add (calibration means): on for fhe
     # (digits: 94.4% -> 95.8%); for cvm, mrt.pipeline measures both and keeps the better (mrt.bias_choice), unless set
     softmax: str = "client"  # final softmax: "client" drops it (outputs logits), "integer" computes it
@@ -65,6 +67,8 @@ class QuantConfig:
         for name in ("bits", "weight_bits", "output_bits", "feature_input_bits"):
             if not 2 <= getattr(self, name) <= 16:
                 raise ValueError(f"{name} must be in 2..16, got {getattr(self, name)}")
+        if self.wide_weight_bits is not None and not 2 <= self.wide_weight_bits <= 16:
+            raise ValueError(f"wide_weight_bits must be in 2..16, got {self.wide_weight_bits}")
         object.__setattr__(self, "wide_tensors", tuple(self.wide_tensors))
         if not 8 <= self.acc_bits <= 32:
             raise ValueError(f"acc_bits must be in 8..32, got {self.acc_bits}")

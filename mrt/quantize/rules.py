@@ -30,18 +30,18 @@ def _node_name(node) -> str:
 
 # ---------------------------------------------------------------- multiply-accumulate
 
-def _weights_and_bias(qz, w, b, x_scale, x_mean=None, groups: int = 1):
+def _weights_and_bias(qz, w, b, x_scale, x_mean=None, groups: int = 1, bits: int | None = None):
     """Per-output-channel weights; the bias at the accumulator scale. A channel whose weights are
     tiny next to its bias gets a coarser weight scale, so its bias stays a small part of the
     accumulator budget (1 / bias_share of it). With bias correction and the input's calibration
     mean per input channel (`x_mean`), the bias also takes away the mean shift that rounding the
     weights adds to each output: sum_k (qw*sw - w)[o, k] * mean[k]."""
-    qw, sw = qz.weights(w, axis=0)
+    qw, sw = qz.weights(w, axis=0, bits=bits)
     if b is not None:
         cap = bits_max(qz.cfg.acc_bits) // qz.cfg.bias_share
         floor = np.abs(b).astype(np.float64) / (x_scale * cap)
         if np.any(floor > sw):
-            qw, sw = qz.weights(w, axis=0, min_scale=floor)
+            qw, sw = qz.weights(w, axis=0, min_scale=floor, bits=bits)
     if qz.cfg.bias_correction and x_mean is not None:
         shift = _rounding_shift(qw * sw.reshape((-1,) + (1,) * (w.ndim - 1)) - w, x_mean, groups)
         b = (np.zeros(len(w)) if b is None else b.astype(np.float64)) - shift
@@ -77,8 +77,9 @@ def conv(qz, node):
     if w is None or w.ndim != 4:
         raise QuantizeError(f"node {node.name!r}: only 2-D convolutions with constant weights are supported")
     b = _const(qz, node.inputs[2]) if len(node.inputs) > 2 else None
-    qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale), _input_mean(qz, node, 0), node.attrs["groups"])
-    out, factor = emit_mac(qz, "conv2d", x.name, qw, qb, _node_name(node), strides=node.attrs["strides"],
+    wbits = qz.weight_bits_of(node.inputs[0])
+    qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale), _input_mean(qz, node, 0), node.attrs["groups"], wbits)
+    out, factor = emit_mac(qz, "conv2d", x.name, qw, qb, _node_name(node), weight_bits=wbits, strides=node.attrs["strides"],
                            pads=node.attrs["pads"], dilations=node.attrs["dilations"], groups=node.attrs["groups"])
     return QT(name=out, scale=acc_scale * factor, axis=0)
 
@@ -86,15 +87,17 @@ def conv(qz, node):
 def dense(qz, node):
     w = _const(qz, node.inputs[1])
     b = _const(qz, node.inputs[2]) if len(node.inputs) > 2 else None
-    x = qz.q[node.inputs[0]]
+    x, wbits = qz.q[node.inputs[0]], qz.weight_bits_of(node.inputs[0])
     if x.per_channel and x.axis == len(qz.shape_of(x.name)) - 1:
         # per-feature input scales fold into the weights' columns
         mean = _input_mean(qz, node, -1)
-        qw, qb, acc_scale = _weights_and_bias(qz, w * x.scale[None, :], b, 1.0, None if mean is None else mean / x.scale)
+        qw, qb, acc_scale = _weights_and_bias(qz, w * x.scale[None, :], b, 1.0, None if mean is None else mean / x.scale,
+                                              bits=wbits)
     else:
         x = qz.narrow(node.inputs[0])
-        qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale), _input_mean(qz, node, -1))
-    out, factor = emit_mac(qz, "dense", x.name, qw, qb, _node_name(node), share=node.inputs[1])  # recurrent steps
+        qw, qb, acc_scale = _weights_and_bias(qz, w, b, float(x.scale), _input_mean(qz, node, -1), bits=wbits)
+    out, factor = emit_mac(qz, "dense", x.name, qw, qb, _node_name(node), share=node.inputs[1],  # recurrent steps
+                           weight_bits=wbits)
     return QT(name=out, scale=acc_scale * factor, axis=len(qz.fgraph.shapes[node.outputs[0]]) - 1)
 
 

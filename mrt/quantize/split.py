@@ -34,11 +34,12 @@ def plan_chunks(w2d: np.ndarray, group: int, bias, lo: int, hi: int, limit: int)
 
 
 def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | None, name: str,
-             share: str | None = None, **attrs) -> tuple[str, float]:
+             share: str | None = None, weight_bits: int | None = None, **attrs) -> tuple[str, float]:
     """Emit conv2d / dense / conv_transpose2d of x with integer weights, split to the accumulator budget
     (along the summed input channels; a grouped conv or conv_transpose2d is never split).
     Returns the output tensor and the factor (a power of two) its scale gained. share: the float weight's name,
-    under which identical integer weights and biases are stored once (Quantizer.const)."""
+    under which identical integer weights and biases are stored once (Quantizer.const). weight_bits: the bits qw
+    was quantized to (default QuantConfig.weight_bits), which decide its storage (int8 up to 8 bits)."""
     limit = bits_max(qz.cfg.acc_bits)
     lo, hi = qz.interval(x)
     transposed = op == "conv_transpose2d"  # weight [C, O/g, KH, KW]: its input channels are axis 0
@@ -49,7 +50,7 @@ def emit_mac(qz: Quantizer, op: str, x: str, qw: np.ndarray, qb: np.ndarray | No
         if attrs.get("groups", 1) != 1 and _reach(rows, qb, lo, hi) > limit:
             raise QuantizeError(f"node {name!r}: grouped {op} exceeds the {qz.cfg.acc_bits}-bit accumulator budget")
         w2d, group, axis = rows, qw.shape[2] * qw.shape[3], 0
-    wdt = "int8" if qz.cfg.weight_bits <= 8 else "int16"
+    wdt = "int8" if (weight_bits or qz.cfg.weight_bits) <= 8 else "int16"
 
     def mac(inp, w, b, suffix):
         keys = (None, None) if share is None else (f"{share}#weight", f"{share}#bias")

@@ -169,9 +169,15 @@ class Quantizer:
             return t
         return self.requant(t, scale, bits or self.cfg.bits, name=name)
 
-    def weights(self, w: np.ndarray, axis: int = 0, min_scale=None) -> tuple[np.ndarray, np.ndarray]:
-        """Symmetric per-output-channel integer weights and their scales."""
-        wmax = bits_max(self.cfg.weight_bits)
+    def weight_bits_of(self, fname: str) -> int:
+        """The weight bits of a MAC reading float tensor `fname`: QuantConfig.wide_weight_bits when it reads a
+        wide tensor and that is set (a recurrent cell's dense layers), weight_bits otherwise."""
+        wide = self.cfg.wide_weight_bits
+        return wide if wide is not None and fname in self.cfg.wide_tensors else self.cfg.weight_bits
+
+    def weights(self, w: np.ndarray, axis: int = 0, min_scale=None, bits: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Symmetric per-output-channel integer weights and their scales (`bits`: default weight_bits)."""
+        wmax = bits_max(bits or self.cfg.weight_bits)
         red = tuple(i for i in range(w.ndim) if i != axis)
         absmax = np.abs(w).max(axis=red).astype(np.float64) if w.ndim > 1 else np.abs(w).astype(np.float64)
         scale = np.where(absmax > 0, absmax / wmax, 1.0)

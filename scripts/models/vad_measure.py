@@ -116,9 +116,10 @@ def main():
     m = convert_vad(path, float_s)
     convert_s = time.perf_counter() - t
     wide = convert_vad(path, float_s, wide=True)
+    narrow = convert_vad(path, float_s, recurrent=False)  # the LSTM at 8 bits too (mrt.recurrent_precision)
     x, labels = V.streams(args.streams, args.seconds, TEST_SEED)
     want, _ = ort_stream(float_s, x)
-    ours, ours_wide = mrt_stream(m, x), mrt_stream(wide, x)
+    ours, ours_wide, ours_narrow = mrt_stream(m, x), mrt_stream(wide, x), mrt_stream(narrow, x)
     first = {"input": m.quantize_input(x[:, 0], "input"), "state": m.quantize_input(np.zeros((len(x), 2, 128)), "state")}
     same = all(np.array_equal(a, b) for a, b in zip(m.run(first, backend="numba").values(),
                                                     m.run(first, backend="reference").values()))
@@ -136,22 +137,25 @@ def main():
         one = feeds(float_s, x[:1, 0], np.zeros((2, 1, 128), np.float32))
         one8 = feeds(int8_s, x[:1, 0], np.zeros((2, 1, 128), np.float32))
         q1 = {"input": m.quantize_input(x[:1, 0], "input"), "state": m.quantize_input(np.zeros((1, 2, 128)), "state")}
-        q1w = {"input": wide.quantize_input(x[:1, 0], "input"),
-               "state": wide.quantize_input(np.zeros((1, 2, 128)), "state")}
+        q1w, q1n = ({"input": mm.quantize_input(x[:1, 0], "input"), "state": mm.quantize_input(np.zeros((1, 2, 128)), "state")}
+                    for mm in (wide, narrow))
         lat = {name: _median_ms(fn, args.repeat) for name, fn in (
             ("numba", lambda: m.run(q1, backend="numba")), ("numba_wide", lambda: wide.run(q1w, backend="numba")),
+            ("numba_narrow", lambda: narrow.run(q1n, backend="numba")),
             ("ort_float", lambda: float_s.run(None, one)), ("ort_int8", lambda: int8_s.run(None, one8)))}
-    rows = {"float": fidelity(want, want, labels), "MRT 8-bit": fidelity(ours, want, labels),
+    rows = {"float": fidelity(want, want, labels), "MRT 8-bit (LSTM too)": fidelity(ours_narrow, want, labels),
+            "MRT default (LSTM cell 12-bit, its weights 10-bit)": fidelity(ours, want, labels),
             "MRT 12-bit activations": fidelity(ours_wide, want, labels), "ort int8": fidelity(got8, want, labels)}
     print(f"silero-vad 16 kHz: {args.streams} synthetic streams x {x.shape[1]} chunks of 512 samples; "
           f"numba == reference on the first chunk: {same}")
-    for label, mm in (("8-bit", m), ("12-bit", wide)):
+    for label, mm in (("8-bit", narrow), ("default", m), ("12-bit", wide)):
         print(f"MRT {label}: opset {mm.graph.opset}, {len(mm.graph.nodes)} nodes, gas {mm.gas} per chunk, "
               f"{len(mm.to_bytes())} bytes")
-    print(f"convert (8-bit) {convert_s:.1f} s")
+    print(f"convert (default) {convert_s:.1f} s")
     print("| model | mean abs(p - float) | max abs(p - float) | decisions = float's | = synthesized label | ms/chunk b1 |")
     print("|---|---:|---:|---:|---:|---:|")
-    for (name, r), ms in zip(rows.items(), (lat["ort_float"], lat["numba"], lat["numba_wide"], lat["ort_int8"])):
+    for (name, r), ms in zip(rows.items(), (lat["ort_float"], lat["numba_narrow"], lat["numba"], lat["numba_wide"],
+                                            lat["ort_int8"])):
         print(f"| {name} | {r['mean_abs']:.4f} | {r['max_abs']:.4f} | {100 * r['agree']:.2f}% | "
               f"{100 * r['label_acc']:.2f}% | {ms:.3f} |")
 
