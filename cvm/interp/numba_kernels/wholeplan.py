@@ -38,7 +38,7 @@ class Bound:
     calls: list
     inputs: list
     outputs: list
-    nbytes: int
+    nbytes: int  # bytes of the buffers (and constants) the arena holds, its alignment gaps not counted
     segments: int  # compiled calls in a run (1 when every call is a kernel the interpreter takes)
     funcs: list  # the step functions whose addresses the program's table holds (kept alive)
 
@@ -54,7 +54,7 @@ def bind(calls: list, inputs: list, outputs: list) -> Bound | None:
         if not _collect(args, arrays):
             return None
     arrays += [a for _, a in inputs] + [a for _, a in outputs]
-    arena, where = _arena(arrays)
+    arena, where, held = _arena(arrays)
     view = functools.partial(_remap, arena, where)
     ops, prog, runs = {}, [], []  # runs: ("k", lo, hi) program ranges | ("py", fn, args)
     for fn, args in calls:
@@ -79,7 +79,7 @@ def bind(calls: list, inputs: list, outputs: list) -> Bound | None:
     out_calls = [(wholeplan_jit.run, (program, arena, steps, r[1], r[2])) if r[0] == "k" else (r[1], r[2])
                  for r in runs]
     return Bound(out_calls, [(n, view(a)) for n, a in inputs], [(n, view(a)) for n, a in outputs],
-                 arena.nbytes + program.nbytes, sum(r[0] == "k" for r in runs), funcs)
+                 held, sum(r[0] == "k" for r in runs), funcs)
 
 
 # ------------------------------------------------------------------ the arena
@@ -95,10 +95,10 @@ def _collect(obj, arrays: list) -> bool:
     return obj is None or isinstance(obj, (int, float, bool, np.generic, np.dtype, str, Dispatcher)) or callable(obj)
 
 
-def _arena(arrays: list) -> tuple[np.ndarray, callable]:
+def _arena(arrays: list) -> tuple[np.ndarray, callable, int]:
     """One byte arena holding every array's bytes: the arrays' address ranges merged where they
     overlap (a view and its base, two views of one buffer) into blocks, each block copied once.
-    Returns the arena and where(a): a's first byte in it."""
+    Returns the arena, where(a): a's first byte in it, and the bytes of the blocks."""
     spans = sorted({byte_bounds(a) for a in arrays if a.nbytes})
     blocks = []  # [lo, hi, arena offset]
     for lo, hi in spans:
@@ -124,7 +124,7 @@ def _arena(arrays: list) -> tuple[np.ndarray, callable]:
     for a in arrays:
         if a.nbytes:
             np.copyto(_view_at(arena, a, where(a)), a)
-    return arena, where
+    return arena, where, sum(b[1] - b[0] for b in blocks)
 
 
 def _view_at(arena: np.ndarray, a: np.ndarray, offset: int) -> np.ndarray:

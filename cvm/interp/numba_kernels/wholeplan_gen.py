@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -68,9 +69,17 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "cvm" / "wholeplan"
 
 
+_LOCK = threading.Lock()  # threads binding sets at once load each step module once
+
+
 @functools.lru_cache(maxsize=None)
 def step(kind: tuple):
     """The compiled step function (a numba CFunc; .address) of one kernel signature."""
+    with _LOCK:
+        return _load(kind)
+
+
+def _load(kind: tuple):
     text = source(kind)
     pkg = package_hash()
     name = f"{PREFIX}{pkg}_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
