@@ -1,5 +1,6 @@
 """The numpy calls of the per-step path as compiled kernels, for the whole-plan runner (a numpy call
-would split its program): add / sub / mul with broadcasting, and concat.
+would split its program): add / sub / mul with broadcasting, and concat; and a VNNI dense of a few
+pixels as gemv_vnni's kernel.
 
 The per-step path runs add / sub / mul as `np.<ufunc>(a, b, out, dtype=calc, casting="unsafe")`
 (lower_ops); `translate` turns such a call into `binary(op, a, b, sa, sb, out)` when every operand is
@@ -57,9 +58,12 @@ def place(part, start, out):
 
 def translate(fn, args) -> list:
     """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place."""
+    from . import gemv_vnni
     from .lower_ops import _concat
     if fn is _concat:
         return _concat_calls(*args) or [(fn, args)]
+    if (small := gemv_vnni.translate(fn, args)) is not None:
+        return [small]
     return [_binary_call(fn, args)]
 
 
