@@ -38,8 +38,8 @@ def session(path) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), so)
 
 
-def convert_ocr():
-    return convert(SRC, np.load(CALIB)["x"], progress=False)
+def convert_ocr(recurrent=True):
+    return convert(SRC, np.load(CALIB)["x"], progress=False, recurrent=recurrent)
 
 
 def scores(pred, truth, want):
@@ -54,10 +54,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lines", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--narrow-recurrent", action="store_true", help="the BiLSTM at 8 bits too (mrt.recurrent_precision)")
     args = ap.parse_args()
     float_s = session(SRC)
     t = time.perf_counter()
-    m = convert_ocr()
+    m = convert_ocr(recurrent=not args.narrow_recurrent)
     convert_s = time.perf_counter() - t
     for label, (x, truth) in (("docstring text (the training vocabulary, new renderings)",
                                D.dataset(args.lines, D.TEST_SEED)),
