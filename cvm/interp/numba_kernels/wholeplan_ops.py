@@ -1,6 +1,7 @@
 """The numpy calls of the per-step path as compiled kernels, for the whole-plan runner (a numpy call
-would split its program): add / sub / mul with broadcasting, and concat; and a VNNI dense of a few
-pixels as gemv_vnni's kernel.
+would split its program): add / sub / mul with broadcasting, and concat; and in place of kernels
+that are slow on a few values, a slice (take_axis) as runs and a VNNI dense of a few pixels as
+gemv_vnni's kernel.
 
 The per-step path runs add / sub / mul as `np.<ufunc>(a, b, out, dtype=calc, casting="unsafe")`
 (lower_ops); `translate` turns such a call into `binary(op, a, b, sa, sb, out)` when every operand is
@@ -56,12 +57,37 @@ def place(part, start, out):
                 row[j] = src[j]
 
 
+@njit(cache=True, nogil=True)
+def take_runs(x, start, step, inner, out):
+    """elementwise.take_axis on flat rows: out[o, i*inner + j] = x[o, (start + i*step)*inner + j];
+    x: (outer, n*inner), out: (outer, m*inner). A step of 1 copies one run a row (take_axis loops
+    over `inner` elements at a time: one at a time for a slice of the last axis, a gate's)."""
+    outer, width = out.shape
+    if step == 1:
+        base = start * inner
+        for o in range(outer):
+            src, dst = x[o, base:base + width], out[o]
+            for k in range(width):
+                dst[k] = src[k]
+        return
+    for o in range(outer):
+        src, dst = x[o], out[o]
+        for i in range(width // inner):
+            b = (start + i * step) * inner
+            for j in range(inner):
+                dst[i * inner + j] = src[b + j]
+
+
 def translate(fn, args) -> list:
     """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place."""
     from . import gemv_vnni
+    from .elementwise import take_axis
     from .lower_ops import _concat
     if fn is _concat:
         return _concat_calls(*args) or [(fn, args)]
+    if fn is take_axis and all(a.flags.c_contiguous for a in (args[0], args[3])):
+        x, start, step, out = args
+        return [(take_runs, (x.reshape(x.shape[0], -1), start, step, out.shape[2], out.reshape(out.shape[0], -1)))]
     if (small := gemv_vnni.translate(fn, args)) is not None:
         return [small]
     return [_binary_call(fn, args)]
