@@ -59,21 +59,34 @@ def cmd_stages(args) -> int:
     return 0
 
 
+def _eval_table(r, o: dict | None) -> str:
+    """float, cvm and (o) onnxruntime int8 rows: top-1 figures for a classifier, mean absolute error against the
+    labels for a regression (one output value per sample), the outputs' distance to float's for both."""
+    ort_name = "onnxruntime int8 (QDQ u8s8 per-channel)"
+    if r.regression:
+        rows = [["float (onnx)", f"{r.float_mae:.6g}", "0"], ["cvm integer", f"{r.int_mae:.6g}", f"{r.rel_l2:.5f}"]]
+        rows += [[ort_name, f"{o['mae']:.6g}", f"{o['rel_l2']:.5f}"]] if o else []
+        return table(["model", "mean abs error to labels", "relative L2 to float"], rows, "lrr")
+    rows = [["float (onnx)", _pct(r.float_accuracy), "100.00%", "1.0000", "0"],
+            ["cvm integer", _pct(r.int_accuracy), _pct(r.agreement), f"{r.cosine:.4f}", f"{r.rel_l2:.5f}"]]
+    rows += [[ort_name, _pct(o["int_accuracy"]), _pct(o["agreement"]), f"{o['cosine']:.4f}", f"{o['rel_l2']:.5f}"]] \
+        if o else []
+    return table(["model", "top-1 accuracy", "top-1 agreement with float", "cosine to float", "relative L2 to float"],
+                 rows, "lrrrr")
+
+
 def cmd_eval(args) -> int:
     from mrt.evaluate import evaluate, ort_int8_accuracy
     model = cvm.load(args.cvm)
     x, y = _eval_data(args.data, model)
     r = evaluate(args.model, model, x, y, backend=args.backend)
-    rows = [["float (onnx)", _pct(r.float_accuracy), "100.00%", "1.0000"],
-            ["cvm integer", _pct(r.int_accuracy), _pct(r.agreement), f"{r.cosine:.4f}"]]
+    o = None
     if args.compare_ort:
         if not args.calib:
             raise ValueError("--compare-ort needs --calib CALIB.npz")
         o = ort_int8_accuracy(args.model, _eval_data(args.calib, model)[0], x, y)
-        rows.append(["onnxruntime int8 (QDQ u8s8 per-channel)", _pct(o["int_accuracy"]), _pct(o["agreement"]),
-                     f"{o['cosine']:.4f}"])
     print(f"{r.n} samples")
-    print(table(["model", "top-1 accuracy", "top-1 agreement with float", "cosine to float"], rows, "lrrr"))
+    print(_eval_table(r, o))
     if r.layer_errors:
         _report_layers(r.layer_errors, args.plot or Path(args.cvm).with_suffix(".layers.png"), Path(args.cvm).name)
     return 0

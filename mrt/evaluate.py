@@ -25,6 +25,13 @@ class EvalResult:
     agreement: float  # top-1 agreement with float
     cosine: float  # mean cosine similarity of the outputs to float's
     layer_errors: list[LayerError]  # every mapped tensor, in graph order (mrt.layer_report)
+    rel_l2: float = 0.0  # ||int - float|| / ||float|| over all outputs
+    float_mae: float | None = None  # a regression's (one value per sample) mean |output - label|
+    int_mae: float | None = None
+
+    @property
+    def regression(self) -> bool:
+        return self.int_mae is not None
 
 
 def client_transform(meta: dict, y: np.ndarray) -> np.ndarray:
@@ -50,6 +57,19 @@ def _top1(y: np.ndarray) -> np.ndarray:
     return y.reshape(len(y), -1).argmax(axis=1)
 
 
+def rel_l2(out: np.ndarray, want: np.ndarray) -> float:
+    want = want.astype(np.float64)
+    return float(np.linalg.norm(out.reshape(want.shape) - want) / max(np.linalg.norm(want), 1e-300))
+
+
+def mae(out: np.ndarray, y: np.ndarray | None) -> float | None:
+    """Mean |output - label| of a regression (one output value per sample, numeric labels); None otherwise: top-1
+    agreement means nothing for a forecast, its error against the labels does."""
+    if y is None or out.reshape(len(out), -1).shape[1] != 1 or not np.issubdtype(np.asarray(y).dtype, np.floating):
+        return None
+    return float(np.abs(out.reshape(len(out)) - np.asarray(y, np.float64).reshape(len(out))).mean())
+
+
 def evaluate(onnx_model, model: cvm.Model, x: np.ndarray | dict, y: np.ndarray | None = None,
              layers: bool = True, backend: str = "numba") -> EvalResult:
     """x: one array (a one-input model) or {input name: array} (several; integer arrays such as token
@@ -67,7 +87,8 @@ def evaluate(onnx_model, model: cvm.Model, x: np.ndarray | dict, y: np.ndarray |
         errors = layer_errors(model, {k: v[:n] for k, v in xs.items()}, run_pipeline(graph, DEFAULT_PIPELINE))
     f1, i1 = _top1(float_out), _top1(int_out)
     acc = (lambda p: float((p == y).mean())) if y is not None else (lambda p: None)
-    return EvalResult(len(float_out), acc(f1), acc(i1), float((f1 == i1).mean()), cosine(int_out, float_out), errors)
+    return EvalResult(len(float_out), acc(f1), acc(i1), float((f1 == i1).mean()), cosine(int_out, float_out), errors,
+                      rel_l2(int_out, float_out), mae(float_out, y), mae(int_out, y))
 
 
 def run_in_chunks(model: cvm.Model, xq: dict, backend: str) -> np.ndarray:
@@ -102,7 +123,8 @@ def ort_int8_accuracy(onnx_path: str, calib: np.ndarray | dict, x: np.ndarray | 
     f1, q1 = _top1(fy), _top1(qy)
     return {"float_accuracy": None if y is None else float((f1 == y).mean()),
             "int_accuracy": None if y is None else float((q1 == y).mean()),
-            "agreement": float((f1 == q1).mean()), "cosine": cosine(qy, fy)}
+            "agreement": float((f1 == q1).mean()), "cosine": cosine(qy, fy), "rel_l2": rel_l2(qy, fy),
+            "mae": mae(qy, y)}
 
 
 def _ort_feeds(sess, x: np.ndarray | dict) -> dict:

@@ -87,3 +87,17 @@ def test_models_without_a_recurrence_are_unchanged():
 def test_wide_weight_bits_is_checked():
     with pytest.raises(ValueError, match="wide_weight_bits must be in 2..16"):
         config_for("cvm", wide_weight_bits=17)
+
+
+def test_eval_reports_a_forecasts_error_against_the_labels(tmp_path, capsys):
+    """A one-value output is a regression: `mrt eval` gives the mean absolute error to the labels and the
+    distance to float (top-1 agreement would read 100% for any forecast)."""
+    from mrt.cli import main as mrt_main
+    src, calib_npz = ROOT / "fixtures/models/rnn_sunspots_lstm.onnx", ROOT / "fixtures/data/rnn_sunspots_lstm_calib.npz"
+    out = tmp_path / "sunspots.cvm"
+    assert mrt_main(["convert", str(src), "--calib", str(calib_npz), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert mrt_main(["eval", str(src), str(out), "--data", str(ROOT / "fixtures/data/rnn_sunspots_lstm_test.npz"),
+                     "--compare-ort", "--calib", str(calib_npz)]) == 0
+    text = capsys.readouterr().out
+    assert "mean abs error to labels" in text and "onnxruntime int8" in text and "top-1" not in text
