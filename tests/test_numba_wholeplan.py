@@ -8,6 +8,9 @@ split between threads. The recurrent cells and the fixtures run entirely inside 
 Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples (default 1000, as CI runs)."""
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -138,7 +141,6 @@ def test_binary_kernel_equals_numpy_ufunc(data):
         info = np.iinfo(dt)
         operands.append(values(draw, shape, int(info.min), int(info.max)).astype(dt))
     out_dt = draw(st.sampled_from([d for d in dtypes if np.dtype(d).itemsize <= np.dtype(calc).itemsize]))
-    import functools
     fn = functools.partial(ufunc, dtype=calc, casting="unsafe")
     want = np.empty(out_shape, out_dt)
     fn(*operands, want)
@@ -155,10 +157,10 @@ def test_steps_are_generated_once_per_kernel_signature(tmp_path, monkeypatch):
     monkeypatch.setenv("CVM_WHOLEPLAN_DIR", str(tmp_path))
     stale = tmp_path / f"{wholeplan_gen.PREFIX}000000000000_0.py"
     stale.write_text("")
-    import os
     os.utime(stale, (0, 0))
     kind = ("cvm.interp.numba_kernels.elementwise", "lut", (("int8", 1), ("int16", 1), ("int",), ("int16", 1)))
     wholeplan_gen.step.cache_clear()
+    loaded = sys.modules.pop(wholeplan_gen.module_name(kind), None)  # (an earlier test's, elsewhere)
     try:
         f = wholeplan_gen.step(kind)
         assert f is wholeplan_gen.step(kind) and f.address
@@ -166,6 +168,8 @@ def test_steps_are_generated_once_per_kernel_signature(tmp_path, monkeypatch):
         assert len(files) == 1 and not stale.exists()
     finally:
         wholeplan_gen.step.cache_clear()
+        if loaded is not None:
+            sys.modules[wholeplan_gen.module_name(kind)] = loaded
 
 
 @pytest.mark.parametrize("name", ["rnn_sunspots_lstm", "rnn_digits_gru", "rnn_ocr_bilstm"])
@@ -184,3 +188,20 @@ def test_recurrent_fixtures_run_in_one_call_and_match_reference(name):
             runner = nb.prepare(model.graph, model.analysis, isa=isa, threads=1)
             assert runner.wholeplan_segments(batch) == 1
             assert_same(runner({spec.name: x}), want, f"[{name} {isa} batch {batch}] ")
+
+
+def test_whole_plan_sets_stay_within_the_buffer_cache_budget(monkeypatch):
+    """A whole-plan set counts its arena's bytes (buffers and its copy of the constants) against
+    MAX_BOUND_BYTES like any set; one larger than the budget serves its call and is not kept."""
+    b = cvm.GraphBuilder()
+    x = b.input("x", (256,), bits=8)
+    model = b.build(b.op("dense", x, b.const(np.ones((64, 256), np.int64))))
+    runner = nb.prepare(model.graph, model.analysis, threads=1, wholeplan="always")
+    runner({"x": np.zeros((1, 256), np.int8)})
+    one = runner.cached_bytes()
+    assert one >= 64 * 256 and runner.wholeplan_segments(1) == 1  # (the weights are in the arena)
+    monkeypatch.setattr(nb, "MAX_BOUND_BYTES", 3 * one)
+    for batch in (1, 2, 3, 4, 1, 200):
+        out = runner({"x": np.full((batch, 256), 2, np.int8)})
+        assert (out[model.outputs[0].name] == 512).all()
+        assert nb.IDLE_SETS.held_bytes() <= 3 * one

@@ -90,6 +90,7 @@ class _Bound:
         self.segments = None  # compiled calls a run makes when the whole-plan runner took this set
         if use_wholeplan(whole, calls, self.nbytes) and (w := wholeplan.bind(calls, self.inputs, self.outputs)):
             calls, self.inputs, self.outputs, self.nbytes, self.segments = w.calls, w.inputs, w.outputs, w.nbytes, w.segments
+            self.steps = w.funcs  # (the compiled steps its program calls by address: kept alive with it)
         self.calls = [_direct(fn, args) for fn, args in calls]
 
 

@@ -79,10 +79,13 @@ def step(kind: tuple):
         return _load(kind)
 
 
+def module_name(kind: tuple) -> str:
+    """The step's module (and file) name: the kernel sources' hash, then its source's."""
+    return f"{PREFIX}{package_hash()}_{hashlib.sha256(source(kind).encode()).hexdigest()[:16]}"
+
+
 def _load(kind: tuple):
-    text = source(kind)
-    pkg = package_hash()
-    name = f"{PREFIX}{pkg}_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    text, pkg, name = source(kind), package_hash(), module_name(kind)
     if name not in sys.modules:  # (numba's cache re-imports the module by name when it loads)
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
