@@ -7,7 +7,7 @@ The conversion's front stages (import .. calibrate) run once; each trial re-runs
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -77,8 +77,13 @@ def convert_mixed(onnx_model, calibration, latency_budget: float, **options) -> 
     out_err = _output_error(layers)
     steps = [Step("", 0.0, True, base, model.gas, out_err)]
     wide: list[str] = []
-    for name, gain in injected_error(layers, c.graph)[:TRIALS]:
-        trial = pipeline.finish(c, wide_tensors=tuple(wide + [name]))
+    already = tuple(c.options.overrides.get("wide_tensors", ()))  # a recurrent model's cells (mrt.recurrent_precision)
+    ranked = [(n, g) for n, g in injected_error(layers, c.graph) if n not in already][:TRIALS]
+    wide_thr = pipeline.wide_thresholds(c, [n for n, _ in ranked])  # each trial's tensor calibrated at its new bits
+    for name, gain in ranked:
+        tried = wide + [name]
+        trial = pipeline.finish(replace(c, thresholds={**c.thresholds, **{t: wide_thr[t] for t in tried if t in wide_thr}}),
+                                wide_tensors=already + tuple(tried))
         lat = latency_ms(trial, x)
         trial_err = _output_error(layer_errors(trial, xe, c.graph))
         kept = lat <= base * (1 + latency_budget) and trial_err < out_err

@@ -152,6 +152,16 @@ def _calibrate(c: Conversion):
     return "\n".join(f"{name}: {float(t):.6g}" for name, t in c.thresholds.items())
 
 
+def wide_thresholds(c: Conversion, tensors) -> dict[str, float]:
+    """The thresholds of `tensors` calibrated as wide (QuantConfig.wide_bits) activations, for tools that widen
+    tensors after calibration (mrt.mixed's trials): a threshold chosen for 8 bits clips what 12 bits would keep."""
+    o, cfg = c.options, _config(c.options)
+    thr = calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size, bits=cfg.bits,
+                    progress=False, wide=tuple(tensors), wide_bits=cfg.wide_bits, unsigned=cfg.unsigned_activations,
+                    output_bits=cfg.output_bits)
+    return {t: thr[t] for t in tensors if t in thr}
+
+
 def _quantize(c: Conversion):
     o = c.options
     features = {s.name: np.abs(c.data[s.name]).max(axis=0) for s in c.graph.inputs
