@@ -26,7 +26,7 @@ Pure numpy: nothing here needs concrete.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,6 +50,7 @@ class ClampPlan:
     rows: tuple[tuple[int, ...], ...]  # G(o, l)
     h_lo: int
     tlu_bits: int  # the widest table input (the budget check)
+    center: int = 0  # k: the cell index is computed as h - k, which centres x + c_h on 0 (narrower values)
 
     offset = 0  # lookup_report's fields, as a LookupPlan has them
 
@@ -59,15 +60,16 @@ class ClampPlan:
 
     @property
     def high_offset(self) -> int:
-        """c_h: round_shift(x + c_h, r + j) = floor((round_shift(x, r) + L) / 2^j) = h."""
-        return (1 << (self.shift - 1)) + (self.limit << self.shift) - (1 << (self.high_shift - 1))
+        """c_h: round_shift(x + c_h, r + j) = floor((round_shift(x, r) + L) / 2^j) - k = h - k."""
+        return (1 << (self.shift - 1)) + (self.limit << self.shift) - (1 << (self.high_shift - 1)) \
+            - (self.center << self.high_shift)
 
     def high_interval(self) -> tuple[int, int]:
         return self.lo + self.high_offset, self.hi + self.high_offset
 
     def cell(self, rounded_high: np.ndarray) -> np.ndarray:
         """h from round_bit_pattern's value h 2^(r+j), clipped into the planned cells."""
-        h = np.asarray(rounded_high, np.int64) >> self.high_shift
+        h = (np.asarray(rounded_high, np.int64) >> self.high_shift) + self.center
         return np.clip(h, self.h_lo, self.h_lo + len(self.kinds) - 1) - self.h_lo
 
     def kind_table(self, rounded_high: np.ndarray) -> np.ndarray:
@@ -136,12 +138,13 @@ def plan_clamp(lo: int, hi: int, shift: int, bits: int, budget: int, *, node: st
             why = f"{len(rows)} kinds of cells at a low part of {j} bits"
             continue
         plan = ClampPlan(lo, hi, shift, limit, j, kinds, bases, rows, h_lo, 0)
+        plan = replace(plan, center=round(sum(plan.high_interval()) / 2 / (1 << plan.high_shift)))
         widths = (tlu_bits(*plan.high_interval(), plan.high_shift), tlu_bits(*plan.packed_interval(), shift),
                   int_bits(*plan.base_interval()), int_bits(*plan.row_interval()), int_bits(-limit, limit))
         if max(widths) > budget:
             why = f"tables of {widths[0]} (cell) and {widths[1]} (row) bits at a low part of {j} bits"
             continue
-        plan = ClampPlan(lo, hi, shift, limit, j, kinds, bases, rows, h_lo, max(widths[:2]))
+        plan = replace(plan, tlu_bits=max(widths[:2]))
         _check(plan, node)
         return plan
     raise FHEUnsupported("fhe.lookup_bits", f"saturating rounding clip(round_shift(x, {shift}), -{limit}, {limit}) "

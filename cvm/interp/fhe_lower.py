@@ -132,14 +132,21 @@ def plan_node(graph: Graph, analysis: Analysis, index: int, budget: int):
     except FHEUnsupported:
         if not _saturating_rounding(node.op, attrs, consts):
             raise
-        plan = plan_clamp(x.lo, x.hi, attrs["shift"], attrs["bits"], budget, node=where)
+        plan = plan_clamp(*_scaled_interval(x.lo, x.hi, consts[0]), attrs["shift"], attrs["bits"], budget,
+                          node=where)
     return Lookup(opdef, attrs, tuple(consts), profile, plan)
 
 
 def _saturating_rounding(op: str, attrs: dict, consts: list) -> bool:
-    """requant(x, 1, shift, bits): a rounding whose own clip saturates (fhe_clamp lowers it)."""
-    return op == "requant" and len(consts) == 1 and consts[0].shape == (1,) and int(consts[0][0]) == 1 \
-        and attrs["shift"] >= 1
+    """requant(x, m, shift, bits) with multipliers >= 1: clip(round_shift(x * m, shift)), a rounding of
+    x * m whose own clip saturates (fhe_clamp lowers it; the product is a leveled clear multiply)."""
+    return op == "requant" and len(consts) == 1 and int(consts[0].min()) >= 1 and attrs["shift"] >= 1
+
+
+def _scaled_interval(lo: int, hi: int, m: np.ndarray) -> tuple[int, int]:
+    """The interval of x * m_c over x in [lo, hi] and every multiplier m_c >= 1."""
+    ends = [lo * int(m.min()), lo * int(m.max()), hi * int(m.min()), hi * int(m.max())]
+    return min(ends), max(ends)
 
 
 # ---------------------------------------------------------------- rules: (ctx, node, attrs, args) -> tracer
@@ -162,6 +169,12 @@ def _lookup(ctx, node, attrs, args):
     lk: Lookup = ctx.lookups[node.output]
     v, plan = args[0], lk.plan
     if isinstance(plan, ClampPlan):
+        m = lk.consts[0]
+        if m.size > 1 or int(m[0]) != 1:
+            shape = ctx.analysis.tensors[node.inputs[0]].shape
+            axis = lk.attrs["axis"] if m.size > 1 else 0
+            m = m.reshape((m.size,) + (1,) * (len(shape) - 1 - axis)) if m.size > 1 else int(m[0])
+            v = pin(v * m, plan.lo, plan.hi)
         return _saturating(v, plan)
     if plan.shift:
         if plan.offset:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 TARGETS = ("cvm", "fhe")
+LOOKUP_RANGES = {"proven": "lookup_budget", "calibrated": "lookup_calibrated", "channels": "lookup_channels"}
 
 
 @dataclass(frozen=True)
@@ -16,8 +17,9 @@ class QuantConfig:
     feature_input_bits: int = 16  # 1-D (tabular) inputs, one scale per feature: more dynamic range
     acc_bits: int = 32  # accumulator budget of every multiply-accumulate (MAC splits keep it)
     lut_input_bits: int | None = None  # fhe: every table lookup's input fits this many bits
-    lookup_range: str = "proven"  # fhe: size the rounding before a lookup from the verifier's "proven" worst case
-    # or from the "calibrated" range, beyond which the rounding requant clamps (mrt.quantize.prerounding; docs/fhe.md)
+    lookup_range: str = "proven"  # fhe: size the rounding before a lookup from the verifier's "proven" worst case,
+    # or from the "calibrated" range (one window per tensor) or per channel ("channels"), beyond which the rounding
+    # requant clamps (LOOKUP_RANGES -> mrt.quantize.prerounding.HOOKS; docs/fhe.md)
     add_extra_bits: int = 4  # extra precision of the common scale of an activation + activation
     unsigned_activations: bool = True  # relu / clip(>= 0) outputs hold 0..2^bits - 1 (stored int16)
     wide_tensors: tuple[str, ...] = ()  # float tensors given wide_bits activations (mixed precision, mrt.mixed)
@@ -55,13 +57,13 @@ class QuantConfig:
         (the fhe target), a wider input is first rounded into it."""
         if self.lut_input_bits is None:
             return "none"
-        return "lookup_calibrated" if self.lookup_range == "calibrated" else "lookup_budget"
+        return LOOKUP_RANGES[self.lookup_range]
 
     def __post_init__(self):
         if self.target not in TARGETS:
             raise ValueError(f"unknown target {self.target!r}; choose from {TARGETS}")
-        if self.lookup_range not in ("calibrated", "proven"):
-            raise ValueError(f"lookup_range must be 'calibrated' or 'proven', got {self.lookup_range!r}")
+        if self.lookup_range not in LOOKUP_RANGES:
+            raise ValueError(f"lookup_range must be one of {tuple(LOOKUP_RANGES)}, got {self.lookup_range!r}")
         if self.softmax not in ("client", "integer"):
             raise ValueError(f"softmax must be 'client' or 'integer', got {self.softmax!r}")
         for name in ("bits", "weight_bits", "output_bits", "feature_input_bits"):

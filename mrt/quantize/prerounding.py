@@ -72,4 +72,33 @@ def lookup_calibrated(qz, x: str, scale: np.ndarray, name: str, *, scale_out: fl
     return _emit(qz, x, scale, name, calibrated_shift(lo, hi, reach, qz.cfg.lut_input_bits))
 
 
-HOOKS = {"none": none, "lookup_budget": lookup_budget, "lookup_calibrated": lookup_calibrated}
+MULTIPLIER_BITS = 2  # per-channel pre-rounding multipliers below 2^2: the rounded value is 2 bits wider (digits:
+# 2..5 bits gave cosine 0.9983..0.9986 to float, each bit costs two bootstraps per element)
+
+
+def lookup_channels(qz, x: str, scale: np.ndarray, name: str, *, scale_out: float, bits: int, axis=None, **_
+                    ) -> tuple[str, np.ndarray]:
+    """Per channel: requant(x, m_c, shift, bits=lut_input_bits) with small multipliers m_c so that
+    each channel's own saturation range fills the table budget."""
+    ratio = np.atleast_1d(np.asarray(scale, np.float64)) / float(scale_out)
+    lo, hi = qz.interval(x)
+    proven = max(abs(lo), abs(hi))
+    if ratio.size == 1 or axis is None:
+        return lookup_calibrated(qz, x, scale, name, scale_out=scale_out, bits=bits)
+    lim = bits_max(qz.cfg.lut_input_bits)
+    target = ratio * lim / bits_max(bits)  # m_c / 2^shift: the output's saturation point lands on the clip
+    live = target * proven >= 0.5
+    if not live.any() or float(target[live].max()) * proven <= lim:
+        return lookup_calibrated(qz, x, scale, name, scale_out=scale_out, bits=bits)
+    top = float(target[live].max())
+    shift = int(np.floor(np.log2(((1 << MULTIPLIER_BITS) - 0.5) / top)))
+    if shift < 1:
+        return lookup_calibrated(qz, x, scale, name, scale_out=scale_out, bits=bits)
+    m = np.maximum(1, np.round(target * 2.0 ** shift)).astype(np.int64)
+    x = qz.op("requant", x, qz.const(m, dtype="int32"), shift=shift, bits=qz.cfg.lut_input_bits, axis=axis,
+              name=f"{name}.round")
+    return x, np.asarray(scale, np.float64) * 2.0 ** shift / m
+
+
+HOOKS = {"none": none, "lookup_budget": lookup_budget, "lookup_calibrated": lookup_calibrated,
+         "lookup_channels": lookup_channels}

@@ -141,7 +141,7 @@ class Quantizer:
         """Rescale t to a per-tensor scale, clipped to `bits`, after the target's pre-rounding hook
         (QuantConfig.pre_rounding: the fhe target first fits the input to its lookup budget)."""
         x, scale_in = prerounding.HOOKS[self.cfg.pre_rounding](self, t.name, t.scale, name,
-                                                                  scale_out=scale_out, bits=bits)
+                                                                  scale_out=scale_out, bits=bits, axis=t.axis)
         lo, hi = self.interval(x)
         m, s = choose_multiplier(np.asarray(scale_in, np.float64) / scale_out, max(abs(lo), abs(hi)))
         attrs = {"shift": s, "bits": bits}
