@@ -33,7 +33,7 @@ from .kargs import V_C, V_CG, V_GROUPS, V_HP, V_OG, V_OH, V_OW, V_SEG4, V_SH, V_
     VGEO, pack
 from .simd import dpbusd, vbroadcast4, vload, vstore
 
-BLOCK_ROWS = 48  # output pixels per block (the unit of work split between threads): whole 6- and 8-pixel tiles
+BLOCK_ROWS = 96  # output pixels per block at most (block_size; the unit of work split between threads)
 
 
 @njit(cache=True, nogil=True)
@@ -170,6 +170,15 @@ def _pixel_bases(p0, count, geo, bases):
                 i, n = 0, n + 1
 
 
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def block_size(rows):
+    """Output pixels per block: the ceil(rows / BLOCK_ROWS) blocks that threads split (the planner's
+    count) made even, a multiple of 6, at most BLOCK_ROWS; every block reads all the weights, so a
+    last block of a few rows (49 pixels: 48 + 1) would cost nearly a block's weight traffic."""
+    nblk = (rows + BLOCK_ROWS - 1) // BLOCK_ROWS
+    return ((rows + nblk - 1) // nblk + 5) // 6 * 6
+
+
 @njit(cache=True, nogil=True)
 def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
     """Output pixel blocks b0..b1. xp: padded uint8 input (to_padded_u8); wp: (groups, nv*16*kp) int8
@@ -182,12 +191,15 @@ def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
     nv = lds // 16
     ldw = wp.shape[1] // nv
     n4 = nv - nv % 4  # panels taken 4 at a time (6x4 tiles); the 2 left, if any, by 8x2 tiles
-    s = np.empty((min(BLOCK_ROWS, (rows + 23) // 24 * 24), lds), np.int32)  # whole tiles of 6 and of 8 rows
-    bases = np.empty(BLOCK_ROWS + 8, np.int64)
+    bs = block_size(rows)
+    s = np.empty((bs + 8, lds), np.int32)  # whole tiles of 6 and of 8 rows
+    bases = np.empty(bs + 8, np.int64)
     xf = xp.reshape(xp.size)
     for blk in range(b0, b1):
-        r0 = blk * BLOCK_ROWS
-        nrows = min(BLOCK_ROWS, rows - r0)
+        r0 = blk * bs
+        nrows = min(bs, rows - r0)
+        if nrows <= 0:
+            continue
         _pixel_bases(r0, nrows, geo, bases)
         for t in range(nrows, nrows + 8):  # a partial last tile repeats the last pixel
             bases[t] = bases[nrows - 1]
