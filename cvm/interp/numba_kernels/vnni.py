@@ -54,8 +54,12 @@ def to_padded_u8(x, xp, pt, pl, z, r0, r1):
         for i in range(pl + wc, wpc):
             row[i] = z
         src, dst = x[n, y], row[pl:pl + wc]
-        for i in range(wc):
-            dst[i] = np.uint8(np.int32(src[i]) + z)
+        if z == 0:  # an int16 input in 0..255: a plain narrowing, vectorized 32 lanes wide (measured
+            for i in range(wc):  # 27.5 -> 22.3 us for 56x56x256); the int32 form measured faster for int8
+                dst[i] = np.uint8(src[i])
+        else:
+            for i in range(wc):
+                dst[i] = np.uint8(np.int32(src[i]) + z)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
