@@ -27,6 +27,10 @@ ENUMERATE_LIMIT = 1 << 18  # a non-monotone function is checked value by value u
 class FHEUnsupported(VerifyError):
     """The model is valid CVM but cannot be compiled to an exact FHE circuit (names node and rule)."""
 
+    def __init__(self, rule: str, message: str, node: str | None = None):
+        self.detail = message  # without the node and rule, for a refusal that adds what else was tried
+        super().__init__(rule, message, node)
+
 
 def int_bits(lo: int, hi: int) -> int:
     """Bit width concrete gives an integer holding [lo, hi] (as Integer.that_can_represent):

@@ -129,18 +129,26 @@ def plan_node(graph: Graph, analysis: Analysis, index: int, budget: int):
     try:
         plan = plan_lookup(probe.on_domain, x.lo, x.hi, budget, monotone=opdef.table == TABLE_MONOTONE,
                            node=where, what=f"{node.op} lookup")
-    except FHEUnsupported:
+    except FHEUnsupported as refused:
         if not _saturating_rounding(node.op, attrs, consts):
             raise
-        plan = plan_clamp(*_scaled_interval(x.lo, x.hi, consts[0]), attrs["shift"], attrs["bits"], budget,
-                          node=where)
+        try:
+            plan = plan_clamp(*_scaled_interval(x.lo, x.hi, consts[0]), attrs["shift"], attrs["bits"], budget,
+                              node=where)
+        except FHEUnsupported as split:
+            raise FHEUnsupported(refused.rule, f"{refused.detail}; nor does its split (cvm.interp.fhe_clamp): "
+                                               f"{split.detail}", where) from None
     return Lookup(opdef, attrs, tuple(consts), profile, plan)
 
 
+MAX_SPLIT_MULTIPLIER = 16  # x * m widens every value before the split's roundings: one bootstrap per bit
+
+
 def _saturating_rounding(op: str, attrs: dict, consts: list) -> bool:
-    """requant(x, m, shift, bits) with multipliers >= 1: clip(round_shift(x * m, shift)), a rounding of
-    x * m whose own clip saturates (fhe_clamp lowers it; the product is a leveled clear multiply)."""
-    return op == "requant" and len(consts) == 1 and int(consts[0].min()) >= 1 and attrs["shift"] >= 1
+    """requant(x, m, shift, bits) with small multipliers 1 <= m <= MAX_SPLIT_MULTIPLIER: the rounding
+    clip(round_shift(x * m, shift)) of a leveled clear product, whose own clip saturates (fhe_clamp)."""
+    return op == "requant" and len(consts) == 1 and attrs["shift"] >= 1 \
+        and 1 <= int(consts[0].min()) and int(consts[0].max()) <= MAX_SPLIT_MULTIPLIER
 
 
 def _scaled_interval(lo: int, hi: int, m: np.ndarray) -> tuple[int, int]:

@@ -72,12 +72,13 @@ def layout(seed: int = 5) -> cvm.Model:
 
 
 def wide_table(seed: int = 6) -> cvm.Model:
-    """A requant whose input needs 10 bits and whose multiplier makes no rounding exact: refused."""
+    """A requant whose input needs 12 bits and whose multiplier makes no rounding exact, too large (> 16)
+    for a split after a clear multiply: refused."""
     rng = np.random.default_rng(seed)
     b = cvm.GraphBuilder()
     x = b.input("x", (8,), bits=5)
     h = b.op("dense", x, b.const(rng.integers(-15, 16, (4, 8))), name="fc")
-    y = b.op("requant", h, b.const([7]), shift=6, bits=4, name="fc.q")
+    y = b.op("requant", h, b.const([77]), shift=10, bits=4, name="fc.q")
     return b.build(y)
 
 

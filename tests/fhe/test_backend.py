@@ -9,6 +9,7 @@ import pytest
 import cvm
 from cvm.interp import fhe as F
 from cvm.interp import fhe_lower
+from cvm.interp.fhe_clamp import ClampPlan
 
 from . import graphs
 from .conftest import extremes
@@ -73,9 +74,10 @@ def test_wide_lookup_is_refused_naming_the_node():
 
 
 def test_lookup_budget_is_configurable():
-    model = graphs.mlp()  # fc1.round's table needs 6 bits (q in [-15, 16]): refused at 5
-    with pytest.raises(F.FHEUnsupported, match=r"node 'fc1\.round'.*lookup budget of 5"):
-        F.prepare(model.graph, model.analysis, lookup_bits=5)
+    model = graphs.mlp()  # fc1.round's table needs 6 bits (q in [-15, 16]); at 5 its clip to 5 bits is split
+    assert isinstance(F.prepare(model.graph, model.analysis, lookup_bits=5).lookups["fc1.round"].plan, ClampPlan)
+    with pytest.raises(F.FHEUnsupported, match=r"node 'fc1\.round'.*lookup budget of 4.*nor does its split"):
+        F.prepare(model.graph, model.analysis, lookup_bits=4)  # its 5-bit output cannot fit 4 bits
     assert F.prepare(model.graph, model.analysis, lookup_bits=6).lookup_report()["fc1.round"]["shift"] == 4
 
 
