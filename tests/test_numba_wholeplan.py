@@ -205,3 +205,14 @@ def test_whole_plan_sets_stay_within_the_buffer_cache_budget(monkeypatch):
         out = runner({"x": np.full((batch, 256), 2, np.int8)})
         assert (out[model.outputs[0].name] == 512).all()
         assert nb.IDLE_SETS.held_bytes() <= 3 * one
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # (the cfunc's printed exception)
+def test_a_kernel_that_raises_stops_the_program():
+    """A kernel's exception inside the program (a cfunc prints it) stops the run with an error."""
+    from cvm.interp.numba_kernels import elementwise, wholeplan
+    x, out = np.arange(8, dtype=np.int32), np.zeros(8, np.int32)
+    bound = wholeplan.bind([(elementwise.div_const, (x, 0, out))], [("x", x)], [("y", out)])
+    [(run, args)] = bound.calls
+    with pytest.raises(RuntimeError, match="raised"):
+        run(*args)

@@ -57,6 +57,11 @@ def call_step(typingctx, address, prog, arena, pc):
 
 @njit(cache=True, nogil=True)
 def run(prog, arena, steps, pc, end):
-    """Runs the program from pc to end; steps: int64 addresses of the step functions by opcode."""
+    """Runs the program from pc to end; steps: int64 addresses of the step functions by opcode.
+    A step whose kernel raised returns 0 (a cfunc prints the exception and returns its type's zero):
+    the run stops with an error instead of going on with what the kernel left unwritten."""
     while pc < end:
-        pc = call_step(steps[prog[pc]], prog, arena, pc)
+        nxt = call_step(steps[prog[pc]], prog, arena, pc)
+        if nxt <= pc:
+            raise RuntimeError("a kernel of the whole-plan program raised (printed above)")
+        pc = nxt
