@@ -155,7 +155,8 @@ class Timed:
 
     def __init__(self, model, x, min_sample: float):
         from cvm.interp import numba as nb
-        self.runner = nb.prepare(model.graph, model.analysis, isa="portable", threads=1)
+        self.runner = nb.prepare(model.graph, model.analysis, isa="portable", threads=1,
+                                 wholeplan="never")  # the per-step path: the slowest, which v2 is priced on
         self.feed = {model.inputs[0].name: x}
         self.runner(self.feed)
         t = time.thread_time()

@@ -30,7 +30,8 @@ def portable_seconds(model, min_calls: int = 3, min_seconds: float = 1.0) -> flo
 
     import numpy as np
     from cvm.interp import numba as nb
-    runner = nb.prepare(model.graph, model.analysis, isa="portable", threads=1)
+    runner = nb.prepare(model.graph, model.analysis, isa="portable", threads=1,
+                        wholeplan="never")  # the per-step path: the slowest, which v2 is priced on
     rng = np.random.default_rng(0)
     feed = {}
     for spec in model.inputs:
