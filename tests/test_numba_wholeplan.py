@@ -216,3 +216,23 @@ def test_a_kernel_that_raises_stops_the_program():
     [(run, args)] = bound.calls
     with pytest.raises(RuntimeError, match="raised"):
         run(*args)
+
+
+def test_no_writable_step_folder_keeps_the_per_step_path(tmp_path, monkeypatch):
+    """Where the generated steps cannot be written, a set takes the per-step path (same outputs)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("CVM_WHOLEPLAN_DIR", str(blocker / "steps"))  # (a folder under a file)
+    b = cvm.GraphBuilder()
+    x = b.input("x", (7,), bits=8)
+    model = b.build(b.op("requant", b.op("relu", x), b.const([3]), shift=1, bits=8))
+    loaded = {k: sys.modules.pop(k) for k in list(sys.modules) if k.startswith(wholeplan_gen.PREFIX)}
+    wholeplan_gen.step.cache_clear()
+    try:
+        runner = nb.prepare(model.graph, model.analysis, threads=1, wholeplan="always")
+        xs = np.arange(-3, 4, dtype=np.int8).reshape(1, 7)
+        assert_same(runner({"x": xs}), reference.run(model.graph, model.analysis, {"x": xs}))
+        assert runner.wholeplan_segments(1) is None
+    finally:
+        wholeplan_gen.step.cache_clear()
+        sys.modules.update(loaded)

@@ -74,7 +74,10 @@ def bind(calls: list, inputs: list, outputs: list) -> Bound | None:
         else:
             runs.append(("k", lo, len(prog)))
     program = np.array(prog, np.int64)
-    funcs = [wholeplan_gen.step(kind) for kind in sorted(ops, key=ops.get)]
+    try:
+        funcs = [wholeplan_gen.step(kind) for kind in sorted(ops, key=ops.get)]
+    except OSError:  # no writable cache folder for the generated steps: the per-step path
+        return None
     steps = np.array([f.address for f in funcs], np.int64)
     out_calls = [(wholeplan_jit.run, (program, arena, steps, r[1], r[2])) if r[0] == "k" else (r[1], r[2])
                  for r in runs]
