@@ -8,7 +8,9 @@ Path per node, from the proven input interval and the actual weights and bias:
   "i64":  direct convolution with int64 accumulation (any order is then exact);
   "depthwise": groups = channels with one output each, int32 proven as for "i32";
   "dwvnni": the same on AVX-512 VNNI (dw_vnni.py), int8 weights, when the int32 bound holds for
-          x + z in 0..255 (as "vnni") and its buffers are paid (dw_vnni_paid).
+          x + z in 0..255 (as "vnni") and its buffers are paid (dw_vnni_paid);
+  "vnni16": an "i32" dense layer of int16 activations and int16-range weights on AVX-512 VNNI
+          (dense16.py: vpdpwssd, the same int32 proof; a wide recurrent cell's dense layers).
 """
 from __future__ import annotations
 
@@ -223,13 +225,28 @@ def _prepare_i64(p: Planner, m: Gemm) -> KernelCall:
                       conv.BLOCK_ROWS)
 
 
-PREPARE = {"vnni": _prepare_vnni, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32, "i64": _prepare_i64}
+def _prepare_vnni16(p: Planner, m: Gemm) -> KernelCall:
+    from . import dense16
+    og, k = m.rows.shape
+    wp, last = dense16.pack_weights(m.rows)
+    bias = np.zeros(len(last), np.int32)
+    bias[:og] = m.bias
+    mult, mult2, params = m.tail
+    return KernelCall(dense16.dense_vnni16, (wp, last, bias, mult[0], mult2[0], params), m.portable_geo(),
+                      dense16.BLOCK_ROWS, first=lambda x4: (x4.reshape(-1, k), []))
+
+
+PREPARE = {"vnni": _prepare_vnni, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32,
+           "i64": _prepare_i64, "vnni16": _prepare_vnni16}
 
 
 def _path(p: Planner, m: Gemm) -> str:
     g, og, _, _, cg = m.shape
     x = m.x
     path = choose_path(m.rows, m.bias, x, p.isa, p.isa == "vnni" and vnni_buffers_paid(m.gm, g, og, cg))
+    if path == "i32" and p.isa == "vnni":
+        from . import dense16
+        path = "vnni16" if dense16.eligible(m.rows, x.dtype, g, m.gm) else path
     if g > 1 and cg == 1 and og == 1 and partial_sums_fit_int32(m.rows, min(x.lo, 0), max(x.hi, 0), m.bias):
         path = "depthwise"
         z = vnni_offset(x)

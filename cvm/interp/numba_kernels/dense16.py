@@ -1,0 +1,132 @@
+"""int16 dense on AVX-512 VNNI: vpdpwssd multiplies 2 int16 pairs and adds both products to an int32 lane.
+
+The "vnni" path reads uint8 activations; a wide activation (12 bits, stored int16: a recurrent cell's
+states, mrt.recurrent_precision) with int16 weights fell to the portable int32 GEMM (conv._gemm_i32), which
+the unrolled LSTM spent most of its batch-64 time in. This path keeps the portable path's proof: every
+partial sum, from the bias (or 0), of products x_k * w[n, k] fits int32 (lower_mac.partial_sums_fit_int32).
+vpdpwssd adds two such products to the accumulator in wrapping 32-bit arithmetic, so each accumulator it
+leaves equals the exact partial sum, which is in range: the lanes end with the exact sum.
+
+Weights are packed per 16 output channels (a panel), then per pair of k, then lane, then the pair:
+wp[((j * k2 + t) * 16 + lane) * 2 + i] = w[16 j + lane, 2 t + i], panels padded to an even count with
+zero weights (a tile takes two). The input is read in place, a pair of int16 at a time (one 32-bit
+broadcast); an odd k's last column is added after the tile by a plain loop. A tile is 4 rows x 32
+channels in registers; the output step is conv.out_rows (touch this file when out_rows changes: numba's
+cache keys a kernel by its own file only).
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .conv import out_rows
+from .simd import i32x16, vbroadcast4, vload, vstore
+
+BLOCK_ROWS = 64  # rows per block: the unit of work split between threads
+_VEC = ir.VectorType(ir.IntType(32), 16)
+
+
+@intrinsic
+def dpwssd(typingctx, acc, a, b):
+    """acc + sum of 2 products per lane: a and b as 2 x int16 (AVX-512 VNNI vpdpwssd, wrapping)."""
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_VEC] * 3),
+                                            "llvm.x86.avx512.vpdpwssd.512")
+        return builder.call(fn, args)
+    return i32x16(acc, a, b), codegen
+
+
+def pack_weights(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(og, k) int16-range weights -> the flat packed panels (see the module docstring) and the odd k's last
+    column (zeros when k is even), padded to the panels' channel count."""
+    og, k = rows.shape
+    panels = 2 * -(-og // 32)
+    k2 = k // 2
+    w = np.zeros((panels * 16, k), np.int16)
+    w[:og] = rows
+    packed = w[:, :2 * k2].reshape(panels, 16, k2, 2).transpose(0, 2, 1, 3)
+    last = w[:, k - 1].copy() if k % 2 else np.zeros(panels * 16, np.int16)
+    return np.ascontiguousarray(packed).reshape(-1), last
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _tile_4x2(x, a0, a1, a2, a3, k2, wp, wbase, bias, n0, s, sbase, lds):
+    """Rows starting at flat offsets a0..a3 of x, panels n0/16 and n0/16 + 1: 8 accumulators."""
+    c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
+    c10, c11, c20, c21, c30, c31 = c00, c01, c00, c01, c00, c01
+    w0, w1 = wbase, wbase + k2 * 32
+    for t in range(k2):
+        b0, b1 = vload(wp, w0 + 32 * t), vload(wp, w1 + 32 * t)
+        v = vbroadcast4(x, a0 + 2 * t)
+        c00, c01 = dpwssd(c00, v, b0), dpwssd(c01, v, b1)
+        v = vbroadcast4(x, a1 + 2 * t)
+        c10, c11 = dpwssd(c10, v, b0), dpwssd(c11, v, b1)
+        v = vbroadcast4(x, a2 + 2 * t)
+        c20, c21 = dpwssd(c20, v, b0), dpwssd(c21, v, b1)
+        v = vbroadcast4(x, a3 + 2 * t)
+        c30, c31 = dpwssd(c30, v, b0), dpwssd(c31, v, b1)
+    vstore(s, sbase, c00)
+    vstore(s, sbase + 16, c01)
+    vstore(s, sbase + lds, c10)
+    vstore(s, sbase + lds + 16, c11)
+    vstore(s, sbase + 2 * lds, c20)
+    vstore(s, sbase + 2 * lds + 16, c21)
+    vstore(s, sbase + 3 * lds, c30)
+    vstore(s, sbase + 3 * lds + 16, c31)
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _tile_1x2(x, a0, k2, wp, wbase, bias, n0, s, sbase):
+    c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
+    w0, w1 = wbase, wbase + k2 * 32
+    for t in range(k2):
+        v = vbroadcast4(x, a0 + 2 * t)
+        c00, c01 = dpwssd(c00, v, vload(wp, w0 + 32 * t)), dpwssd(c01, v, vload(wp, w1 + 32 * t))
+    vstore(s, sbase, c00)
+    vstore(s, sbase + 16, c01)
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _block(x, r0, nrows, wp, last, bias, s):
+    """s[r, n] = bias[n] + sum_k x[r0 + r, k] * w[n, k] for the block's rows, every (padded) channel."""
+    k = x.shape[1]
+    k2, lds = k // 2, s.shape[1]
+    for n0 in range(0, lds, 32):
+        wbase = (n0 // 16) * k2 * 32
+        r = 0
+        while r + 4 <= nrows:
+            a = (r0 + r) * k
+            _tile_4x2(x, a, a + k, a + 2 * k, a + 3 * k, k2, wp, wbase, bias, n0, s, r * lds + n0, lds)
+            r += 4
+        for rr in range(r, nrows):
+            _tile_1x2(x, (r0 + rr) * k, k2, wp, wbase, bias, n0, s, rr * lds + n0)
+    if k % 2:
+        for r in range(nrows):
+            xv, srow = np.int32(x[r0 + r, k - 1]), s[r]
+            for n in range(lds):
+                srow[n] = np.int32(srow[n] + xv * np.int32(last[n]))
+
+
+@njit(cache=True, nogil=True)
+def dense_vnni16(x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1):
+    """Row blocks b0..b1 (of BLOCK_ROWS rows) of out (rows, og) = the output step of x (rows, k) int16
+    times the packed weights, plus bias (int32, padded to the panels' channels). geo is unused (the
+    KernelCall contract); mult, mult2: (og,) int64."""
+    rows = out.shape[0]
+    s = np.empty((min(BLOCK_ROWS, rows), bias.shape[0]), np.int32)
+    for blk in range(b0, b1):
+        r0 = blk * BLOCK_ROWS
+        nrows = min(BLOCK_ROWS, rows - r0)
+        _block(x, r0, nrows, wp, last, bias, s)
+        out_rows(s, nrows, out, r0, 0, mult, mult2, ost, res)
+
+
+def eligible(rows: np.ndarray, x_dtype, groups: int, geom: dict) -> bool:
+    """A dense layer (or what lowers as one: a 1x1 map) of int16 activations whose weights fit int16; the
+    int32 proof is the caller's (the "i32" path's)."""
+    one_pixel = geom["h"] == geom["w"] == geom["kh"] == geom["kw"] == 1
+    return (one_pixel and groups == 1 and np.dtype(x_dtype) == np.int16 and rows.shape[1] >= 2
+            and rows.min() >= -32768 and rows.max() <= 32767)

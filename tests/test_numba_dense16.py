@@ -1,0 +1,58 @@
+"""The int16 dense path on AVX-512 VNNI (numba_kernels/dense16.py: vpdpwssd) equals the reference bit for bit:
+odd and even k (the last column's plain loop), channel counts across panel pairs, row counts that leave partial
+tiles and blocks, a fused residual add, serial and split; weights beyond int16 keep the portable int32 path."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cvm
+from cvm.interp import numba as nb
+from strategies import Case
+from test_numba_equivalence import check
+
+EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 20)
+
+
+def _paths(model) -> str:
+    runner = nb.prepare(model.graph, model.analysis, isa="vnni")
+    return " ".join(str(s) for s in runner.plan.steps)
+
+
+@st.composite
+def wide_dense(draw) -> Case:
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    k = draw(st.sampled_from([2, 3, 7, 32, 33, 128]))
+    og = draw(st.sampled_from([1, 5, 16, 17, 32, 33, 64, 80, 128]))
+    seq = draw(st.sampled_from([(), (3,)]))  # a (k,) sample or a sequence of them (dense on the last axis)
+    n = draw(st.integers(1, 70))
+    xbits, wmax = draw(st.sampled_from([(12, 511), (13, 4095), (10, 127)]))
+    b = cvm.GraphBuilder()
+    x = b.input("x", (*seq, k), xbits)
+    y = b.op("dense", x, b.const(rng.integers(-wmax, wmax + 1, (og, k))), b.const(rng.integers(-99999, 99999, og)))
+    y = b.op("requant", y, b.const(rng.integers(1 << 10, 1 << 12, og)), shift=20, bits=12, axis=len(seq) + 0)
+    if draw(st.booleans()):
+        y = b.op("requant", b.op("add", y, b.op("requant", x, b.const([1]), shift=0, bits=12) if og == k else y),
+                 b.const([3]), shift=2, bits=12)
+    lim = (1 << (xbits - 1)) - 1
+    return Case(b.build(y), {"x": rng.integers(-lim, lim + 1, (n, *seq, k)).astype(np.int16)})
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
+@given(case=wide_dense(), threads=st.integers(1, 3))
+def test_int16_dense_matches_reference(case, threads):
+    check(case, threads=threads, split="always" if threads > 1 else "auto")
+    if "vnni" in nb.available_isas():
+        assert "dense[vnni16]" in _paths(case.model)
+
+
+def test_weights_beyond_int16_keep_the_portable_path():
+    b = cvm.GraphBuilder()
+    x = b.input("x", (4,), 12)
+    model = b.build(b.op("dense", x, b.const(np.array([[40000, -40000, 7, 1], [3, 2, 1, -40000]]))))
+    check(Case(model, {"x": np.array([[2047, -2047, 5, 0], [-1, 1, 2047, -2047]], np.int16)}))
+    if "vnni" in nb.available_isas():
+        assert "dense[i32]" in _paths(model) and "vnni16" not in _paths(model)
