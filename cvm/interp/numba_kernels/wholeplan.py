@@ -95,7 +95,7 @@ def _collect(obj, arrays: list) -> bool:
         return True
     if isinstance(obj, (list, tuple)):
         return all(_collect(o, arrays) for o in obj)
-    return obj is None or isinstance(obj, (int, float, bool, np.generic, np.dtype, str, Dispatcher)) or callable(obj)
+    return obj is None or isinstance(obj, (int, float, bool, np.generic, np.dtype, str, Dispatcher))
 
 
 def _arena(arrays: list) -> tuple[np.ndarray, callable, int]:
