@@ -46,6 +46,15 @@ def rounded_interval(lo: int, hi: int, r: int) -> tuple[int, int]:
     return round_shift(lo, r) << r, round_shift(hi, r) << r
 
 
+def rounded_pin(lo: int, hi: int, r: int) -> tuple[int, int]:
+    """The interval to pin on round_bit_pattern(v, r), v in [lo, hi]: the rounded interval, widened
+    to [lo, hi] so that it never needs fewer bits than v. concrete reads a rounded value narrower
+    than its input's width as a rounding overflow and mis-scales it (seen with v in [-67038, 50970],
+    r = 14: the rounded [-65536, 49152] needs 17 bits, v 18; the table read the cell below)."""
+    rlo, rhi = rounded_interval(lo, hi, r)
+    return min(rlo, lo), max(rhi, hi)
+
+
 def tlu_bits(lo: int, hi: int, r: int) -> int:
     """Input width of the table that follows round_bit_pattern(v, r), v in [lo, hi], as concrete
     builds it: the input's width minus r, plus one bit when rounding up overflows that width."""

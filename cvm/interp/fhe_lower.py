@@ -21,7 +21,7 @@ from ..ops.base import TABLE_MONOTONE
 from ..arith import mac_bound
 from ..verify import Analysis
 from .fhe_clamp import ClampPlan, plan_clamp
-from .fhe_lookup import FHEUnsupported, LookupPlan, int_bits, plan_lookup, rounded_interval
+from .fhe_lookup import FHEUnsupported, LookupPlan, int_bits, plan_lookup, rounded_pin
 
 PIN = "cvm_interval"
 
@@ -187,7 +187,8 @@ def _lookup(ctx, node, attrs, args):
     if plan.shift:
         if plan.offset:
             v = pin(v + plan.offset, plan.lo + plan.offset, plan.hi + plan.offset)
-        v = pin(fhe.round_bit_pattern(v, plan.shift, exactness=fhe.Exactness.EXACT), *plan.rounded)
+        v = pin(fhe.round_bit_pattern(v, plan.shift, exactness=fhe.Exactness.EXACT),
+                *rounded_pin(plan.lo + plan.offset, plan.hi + plan.offset, plan.shift))
     return fhe.univariate(lk.table)(v)
 
 
@@ -196,15 +197,14 @@ def _saturating(v, plan: ClampPlan):
     exact = fhe.Exactness.EXACT
     a = pin(v + plan.high_offset, *plan.high_interval())
     rh = pin(fhe.round_bit_pattern(a, plan.high_shift, exactness=exact),
-             *rounded_interval(*plan.high_interval(), plan.high_shift))
+             *rounded_pin(*plan.high_interval(), plan.high_shift))
     kind = pin(fhe.univariate(plan.kind_table)(rh), 0, max(plan.kinds) << plan.high_shift)
     base = pin(fhe.univariate(plan.base_table)(rh), *plan.base_interval())
     rem = pin(a - rh, -(1 << (plan.high_shift - 1)), (1 << (plan.high_shift - 1)) - 1)
     plo, phi = plan.packed_interval()
     half = (1 << (plan.high_shift - 1)) + (1 << (plan.shift - 1))
     packed = pin(pin(rem + kind, plo - half, phi - half) + half, plo, phi)
-    rp = pin(fhe.round_bit_pattern(packed, plan.shift, exactness=exact),
-             *rounded_interval(*plan.packed_interval(), plan.shift))
+    rp = pin(fhe.round_bit_pattern(packed, plan.shift, exactness=exact), *rounded_pin(plo, phi, plan.shift))
     row = pin(fhe.univariate(plan.row_table)(rp), *plan.row_interval())
     return pin(base + row, -plan.limit, plan.limit)
 

@@ -67,3 +67,28 @@ def test_per_channel_multipliers_are_a_clear_multiply_before_the_split():
     out = model.graph.outputs[0]
     assert np.array_equal(runner({"x": x}, mode="clear")[out], want)
     assert np.array_equal(runner({"x": x[:12]}, mode="simulate")[out], want[:12])
+
+
+def test_a_rounding_that_narrows_its_value_reads_the_right_cell():
+    """The digits MLP with per-channel windows and 7-bit tables, up to its first split: the cell index
+    x + c_h in [-67038, 50970] needs 18 bits, its rounding by 14 lies in [-65536, 49152], 17 bits.
+    Pinned to that narrower interval, concrete took the rounding for an overflow and the tables read
+    the cell below (off by 32), in simulation and encrypted; cvm pins the hull (fhe_lookup.rounded_pin)."""
+    mrt = pytest.importorskip("mrt")
+    from pathlib import Path
+    from cvm.ir import Graph
+
+    fix = Path(__file__).parents[2] / "fixtures"
+    with np.load(fix / "data" / "digits_mlp_calib.npz") as c, np.load(fix / "data" / "digits_mlp_test.npz") as t:
+        calib, x = c["x"], t["x"][:6]
+    model = mrt.convert(fix / "models" / "digits_mlp.onnx", calib, target="fhe", lookup_range="channels",
+                        progress=False)
+    g, cut = model.graph, "/0/Gemm_output_0.q.round"
+    k = [n.output for n in g.nodes].index(cut) + 1
+    used = {i for n in g.nodes[:k] for i in n.inputs}
+    part = cvm.Model(Graph(g.inputs, {n: v for n, v in g.constants.items() if n in used}, g.nodes[:k], [cut]))
+    runner = F.prepare(part.graph, part.analysis, lookup_bits=7)
+    plan = runner.lookups[cut].plan
+    assert isinstance(plan, ClampPlan) and plan.high_interval() == (-67038, 50970)
+    xq = model.quantize_input(x)
+    assert np.array_equal(runner({"x": xq}, mode="simulate")[cut], part.run(xq, backend="reference"))
