@@ -1,4 +1,4 @@
-"""The int16 dense path on AVX-512 VNNI (numba_kernels/dense16.py: vpdpwssd) equals the reference bit for bit:
+"""The int16 dense and matmul paths on AVX-512 VNNI (numba_kernels/dense16.py: vpdpwssd) equal the reference bit for bit:
 odd and even k (the last column's plain loop), channel counts across panel pairs, row counts that leave partial
 tiles and blocks, a fused residual add, serial and split; weights beyond int16 keep the portable int32 path."""
 from __future__ import annotations
@@ -47,6 +47,28 @@ def test_int16_dense_matches_reference(case, threads):
     check(case, threads=threads, split="always" if threads > 1 else "auto")
     if "vnni" in nb.available_isas():
         assert "dense[vnni16]" in _paths(case.model)
+
+
+@st.composite
+def wide_matmul(draw) -> Case:
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    lead = draw(st.sampled_from([(), (2,), (1, 3)]))
+    m, k, n = draw(st.integers(1, 70)), draw(st.sampled_from([2, 3, 16, 31, 64])), draw(st.integers(1, 70))
+    bits = draw(st.sampled_from([9, 12, 13]))
+    b = cvm.GraphBuilder()
+    x, y = b.input("x", lead + (m, k), bits), b.input("y", lead + (k, n), bits)
+    batch, lim = draw(st.integers(1, 3)), (1 << (bits - 1)) - 1
+    inputs = {name: rng.integers(-lim, lim + 1, (batch, *shape)).astype(np.int16)
+              for name, shape in (("x", lead + (m, k)), ("y", lead + (k, n)))}
+    return Case(b.build(b.op("matmul", x, y)), inputs)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
+@given(case=wide_matmul())
+def test_int16_matmul_matches_reference(case):
+    check(case)
+    if "vnni" in nb.available_isas():
+        assert "matmul[vnni16]" in _paths(case.model)
 
 
 def test_weights_beyond_int16_keep_the_portable_path():

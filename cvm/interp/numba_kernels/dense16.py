@@ -130,3 +130,39 @@ def eligible(rows: np.ndarray, x_dtype, groups: int, geom: dict) -> bool:
     one_pixel = geom["h"] == geom["w"] == geom["kh"] == geom["kw"] == 1
     return (one_pixel and groups == 1 and np.dtype(x_dtype) == np.int16 and rows.shape[1] >= 2
             and rows.min() >= -32768 and rows.max() <= 32767)
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _pack_b(b, wp, last, k2):
+    """b (k, n) as dense16's packed panels of w[n, k] = b[k, n] (the padded lanes stay zero)."""
+    k, n_ = b.shape
+    for n in range(n_):
+        base = ((n // 16) * k2 * 16 + n % 16) * 2
+        for t in range(k2):
+            wp[base + t * 32] = b[2 * t, n]
+            wp[base + t * 32 + 1] = b[2 * t + 1, n]
+        if k % 2:
+            last[n] = b[k - 1, n]
+
+
+@njit(cache=True, nogil=True)
+def matmul_vnni16(a, b, out):
+    """out[p] = a[p] @ b[p] for int16 activations a (P, M, K) and b (P, K, N), out int32 (P, M, N): b packed
+    per p into dense16's panels, then the dense tiles with a zero bias. Exact as matmul.matmul_i32 is (the op's
+    bound puts every partial sum in int32)."""
+    p_, m_, k = a.shape
+    n_ = b.shape[2]
+    k2, lds = k // 2, 32 * -(-n_ // 32)
+    wp = np.zeros(lds * k2 * 2, np.int16)
+    last = np.zeros(lds, np.int16)
+    bias = np.zeros(lds, np.int32)
+    s = np.empty((min(BLOCK_ROWS, m_), lds), np.int32)
+    for p in range(p_):
+        _pack_b(b[p], wp, last, k2)
+        x = a[p]
+        for r0 in range(0, m_, BLOCK_ROWS):
+            nrows = min(BLOCK_ROWS, m_ - r0)
+            _block(x, r0, nrows, wp, last, bias, s)
+            for r in range(nrows):
+                for n in range(n_):
+                    out[p, r0 + r, n] = s[r, n]

@@ -293,5 +293,10 @@ def _take(stacked, index, axis, out):
 def lower_matmul(p: Planner, index, node, attrs):
     a_name, b_name = (p.in_layout(n, C) for n in node.inputs)
     (m, k), n = p.values[a_name].shape[-2:], p.values[b_name].shape[-1]
-    p.add("matmul", [a_name, b_name], node.output, p.spec_value(node.output), lambda ins, out: [
-        (matmul.matmul_i32, (ins[0].reshape(-1, m, k), ins[1].reshape(-1, k, n), out.reshape(-1, m, n)))])
+    kern, label = matmul.matmul_i32, "matmul"
+    if p.isa == "vnni" and k >= 2 and all(p.values[x].dtype == np.int16 for x in (a_name, b_name)) \
+            and p.spec_value(node.output).dtype == np.int32:
+        from . import dense16  # two int16 activations: vpdpwssd (a wide transformer's attention)
+        kern, label = dense16.matmul_vnni16, "matmul[vnni16]"
+    p.add(label, [a_name, b_name], node.output, p.spec_value(node.output), lambda ins, out: [
+        (kern, (ins[0].reshape(-1, m, k), ins[1].reshape(-1, k, n), out.reshape(-1, m, n)))])
