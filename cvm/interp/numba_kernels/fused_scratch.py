@@ -46,10 +46,19 @@ def copy_rows_s(x, mult, mult2, ost, res, out, c0, b0, b1, s):
         out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res)
 
 
+LEAN = True  # the one-pass twins (rows_lean.py); False: the scratch twins (kept for A/B)
+LEAN_MAX_ROWS = 1  # the one-pass twins up to this many rows
+
+
 def translate(fn, args) -> tuple | None:
-    """The twin call (scratch allocated here) for a mul_rows / copy_rows call, else None."""
+    """The twin call for a mul_rows / copy_rows call, else None: the one-pass kernel of rows_lean
+    (measured faster on the small calls the whole-plan runner makes), or with LEAN off the same
+    loops with their scratch allocated here."""
     if fn is not mul_rows and fn is not copy_rows:
         return None
+    if LEAN and args[0].shape[0] <= LEAN_MAX_ROWS:
+        from .rows_lean import copy_rows_l, mul_rows_l
+        return (mul_rows_l if fn is mul_rows else copy_rows_l), args
     x = args[0]
     s = np.empty((min(BLOCK_ROWS, x.shape[0]), x.shape[1]), np.int32)
     return (mul_rows_s if fn is mul_rows else copy_rows_s), (*args, s)

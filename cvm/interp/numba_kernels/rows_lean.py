@@ -1,0 +1,90 @@
+"""fused.mul_rows and fused.copy_rows in one pass, for the whole-plan runner's small calls.
+
+A recurrent cell at batch 1 calls the fused row kernels on 32-128 values, where their fixed cost is
+most of the call: a block loop, an int32 scratch row, then conv.out_rows' second pass over it (about
+150 ns a call measured, against about 20 ns for the values' own work). These twins compute each
+value's product (or copy) and its output step (plan.OutputStep: requant and clamp, a lut, a residual
+add with its requant and clamp, a second lut) in one pass with no scratch, with the exact arithmetic
+of fused.py and conv.out_rows: the product is an int32 (the mul node's exact value, which the
+verifier proved fits it), then every stage is int64, and each lut reads the table in `ost` at the
+value minus the table's offset. The loop is picked once per call from the output step's fields, so
+that the cases without a lut keep a branch-free inner loop.
+
+The whole-plan runner calls them in place of the originals (fused_scratch.translate); the per-step
+path keeps fused.py. numba's cache keys a kernel by its own file only: after a change to the output
+step's layout (kargs.OST) or its arithmetic (conv.out_rows), touch this file.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .fused import BLOCK_ROWS
+from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, RND, RND2, SHIFT, SHIFT2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _value(x, sc, is_mul, p, q, ch):
+    """The accumulator of fused.py: x[p, ch] (copy), or np.int32(x[p, ch]) * np.int32(sc[q, ch])
+    stored to int32 (mul_rows' scratch), as int64."""
+    if is_mul:
+        return np.int64(np.int32(np.int32(x[p, ch]) * np.int32(sc[q, ch])))
+    return np.int64(np.int32(x[p, ch]))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rows(x, sc, hw, is_mul, mult, mult2, ost, res, out, c0, b0, b1):
+    """Rows b0*BLOCK_ROWS .. min(b1*BLOCK_ROWS, rows) of out[p, c0 + ch] = step(value(p, ch))."""
+    c = x.shape[1]
+    r0, r1 = b0 * BLOCK_ROWS, min(b1 * BLOCK_ROWS, x.shape[0])
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    lut1 = ost[LUT1]
+    t1 = lut1 - ost[LUT1_OFF]
+    if ost[HAS_RESIDUAL] == 0:
+        if lut1 == 0:
+            for p in range(r0, r1):
+                q = p // hw
+                for ch in range(c):
+                    v = _value(x, sc, is_mul, p, q, ch)
+                    out[p, c0 + ch] = min(max((v * mult[ch] + rnd) >> shift, lo), hi)
+            return
+        for p in range(r0, r1):
+            q = p // hw
+            for ch in range(c):
+                v = _value(x, sc, is_mul, p, q, ch)
+                v = np.int64(np.int32(min(max((v * mult[ch] + rnd) >> shift, lo), hi)))
+                out[p, c0 + ch] = ost[t1 + v]
+        return
+    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
+    lut2 = ost[LUT2]
+    t2 = lut2 - ost[LUT2_OFF]
+    last = res.shape[0] - 1
+    for p in range(r0, r1):
+        q, rp = p // hw, min(p, last)
+        if lut1 == 0 and lut2 == 0:
+            for ch in range(c):
+                v = _value(x, sc, is_mul, p, q, ch)
+                v = min(max((v * mult[ch] + rnd) >> shift, lo), hi) + res[rp, c0 + ch]
+                out[p, c0 + ch] = min(max((v * mult2[ch] + rnd2) >> shift2, lo2), hi2)
+            continue
+        for ch in range(c):
+            v = _value(x, sc, is_mul, p, q, ch)
+            v = min(max((v * mult[ch] + rnd) >> shift, lo), hi)
+            if lut1 != 0:
+                v = ost[t1 + v]
+            v = min(max(((v + res[rp, c0 + ch]) * mult2[ch] + rnd2) >> shift2, lo2), hi2)
+            if lut2 != 0:
+                v = ost[t2 + v]
+            out[p, c0 + ch] = v
+
+
+@njit(cache=True, nogil=True)
+def mul_rows_l(x, sc, mult, mult2, ost, res, out, hw, b0, b1):
+    """fused.mul_rows (same arguments, same result) in one pass."""
+    _rows(x, sc, hw, True, mult, mult2, ost, res, out, np.int64(0), b0, b1)
+
+
+@njit(cache=True, nogil=True)
+def copy_rows_l(x, mult, mult2, ost, res, out, c0, b0, b1):
+    """fused.copy_rows (same arguments, same result) in one pass."""
+    _rows(x, x, np.int64(1), False, mult, mult2, ost, res, out, c0, b0, b1)

@@ -1,0 +1,117 @@
+"""The one-pass row kernels of the whole-plan runner (cvm.interp.numba_kernels.rows_lean) write what
+the fused row kernels they replace (fused.mul_rows, fused.copy_rows: the per-step path's, held to
+the reference by the equivalence suite) write, byte for byte, over every output step the planner
+builds (requant and clamp, a lut, a residual tensor or per-channel constant, a second requant and
+clamp, a second lut), block ranges, channel offsets (a concat's slice) and per-sample scales; and
+a recurrent fixture run through them equals the reference on every ISA.
+
+Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples (default 1000, as CI runs)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import cvm
+from cvm.interp import numba as nb
+from cvm.interp import reference
+from cvm.interp.numba_kernels import fused, fused_scratch
+from cvm.interp.numba_kernels.plan import OPEN_HI, OPEN_LO, OutputStep
+from cvm.interp.numba_kernels.rows_lean import copy_rows_l, mul_rows_l
+from strategies import values
+from test_numba_equivalence import ISAS, SETTINGS, assert_same
+
+ROOT = Path(__file__).resolve().parent.parent
+DTYPES = {8: np.int8, 16: np.int16, 32: np.int32}
+
+
+@st.composite
+def _stage(draw, c: int):
+    """(mult[c], shift, lo, hi, table | None, offset): a requant/clamp stage; with a table, the
+    clamp keeps every value inside it (as the verifier proves of a lut's input)."""
+    mult = values(draw, (c,), -(1 << 20), 1 << 20)
+    shift = draw(st.integers(0, 40))
+    if draw(st.booleans()):
+        lo = draw(st.integers(-300, 0))
+        hi = draw(st.integers(lo, 300))
+        return mult, shift, lo, hi, values(draw, (hi - lo + 1,), -(1 << 15), 1 << 15), lo
+    if draw(st.booleans()):
+        return mult, shift, OPEN_LO, OPEN_HI, None, 0
+    lo = draw(st.integers(-(1 << 20), 0))
+    return mult, shift, lo, draw(st.integers(lo, 1 << 20)), None, 0
+
+
+@st.composite
+def rows_case(draw):
+    """A row kernel call: (kind, args before the output step, output step, out, block range)."""
+    mul = draw(st.booleans())
+    c, c_extra, c0 = draw(st.integers(1, 40)), draw(st.integers(0, 5)), 0
+    hw = draw(st.sampled_from([1, 1, 2, 3])) if mul else 1
+    samples = draw(st.integers(1, 3))
+    rows = samples * hw if mul else draw(st.integers(1, 140))
+    xbits = draw(st.sampled_from([8, 16] if mul else [8, 16, 32]))
+    x = values(draw, (rows, c), -(1 << (xbits - 1)), (1 << (xbits - 1)) - 1).astype(DTYPES[xbits])
+    if mul:
+        sbits = draw(st.sampled_from([8, 16]))
+        sc = values(draw, (rows // hw, c), -(1 << (sbits - 1)), (1 << (sbits - 1)) - 1).astype(DTYPES[sbits])
+    else:
+        c0 = draw(st.integers(0, c_extra))
+    width = c if mul else c + c_extra
+    m1, s1, lo1, hi1, t1, off1 = draw(_stage(c))
+    kind = draw(st.sampled_from(["none", "tensor", "row"]))
+    m2, s2, lo2, hi2, t2, off2 = draw(_stage(c)) if kind != "none" else (np.ones(c, np.int64), 0, OPEN_LO, OPEN_HI,
+                                                                          None, 0)
+    out_dtype = DTYPES[draw(st.sampled_from([16, 32]))]
+    if kind == "tensor":
+        res = values(draw, (rows, width), -(1 << 15), (1 << 15) - 1).astype(out_dtype)
+    elif kind == "row":
+        res = values(draw, (1, width), -(1 << 15), (1 << 15) - 1)
+    else:
+        res = np.zeros((1, 1), out_dtype)
+    ost = OutputStep(m1, s1, lo1, hi1, "r" if kind == "tensor" else None, m2, s2, lo2, hi2, "y", (), t1, off1, t2, off2,
+                     res[0] if kind == "row" else None)
+    blocks = -(-rows // fused.BLOCK_ROWS)
+    b0 = draw(st.integers(0, blocks - 1))
+    b1 = draw(st.integers(b0 + 1, blocks))
+    out = np.full((rows, width), -7, out_dtype)
+    head = (x, sc) if mul else (x,)
+    tail = (np.int64(hw),) if mul else (np.int64(c0),)
+    return mul, head, (m1, m2, ost.params(), res), out, tail, (b0, b1)
+
+
+@SETTINGS
+@given(rows_case())
+def test_one_pass_rows_equal_the_fused_kernels(case):
+    mul, head, (m1, m2, ost, res), out, tail, (b0, b1) = case
+    want, got = out.copy(), out.copy()
+    if mul:
+        fused.mul_rows(*head, m1, m2, ost, res, want, *tail, b0, b1)
+        mul_rows_l(*head, m1, m2, ost, res, got, *tail, b0, b1)
+    else:
+        fused.copy_rows(*head, m1, m2, ost, res, want, *tail, b0, b1)
+        copy_rows_l(*head, m1, m2, ost, res, got, *tail, b0, b1)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+@pytest.mark.parametrize("name", ["rnn_sunspots_lstm", "rnn_digits_gru"])
+def test_recurrent_fixture_through_each_twin_matches_reference(name, lean, monkeypatch):
+    """Both twins the whole-plan runner may pick for the fused row kernels (one pass, or the scratch
+    twins) run the fixture at batch 1 and 3 as the reference does, on every ISA."""
+    path = next((p for p in (ROOT / "fixtures/models" / f"{name}.cvm", ROOT / ".cache/models" / f"{name}.cvm")
+                 if p.exists()), None)
+    if path is None:
+        pytest.skip(f"{name}.cvm not converted (mrt convert fixtures/models/{name}.onnx)")
+    monkeypatch.setattr(fused_scratch, "LEAN", lean)
+    model = cvm.load(path)
+    spec = model.inputs[0]
+    lim = (1 << (spec.bits - 1)) - 1
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).integers(-lim, lim + 1, (batch,) + tuple(spec.shape[1:])).astype(spec.dtype)
+        want = reference.run(model.graph, model.analysis, {spec.name: x})
+        for isa in ISAS:
+            runner = nb.prepare(model.graph, model.analysis, isa=isa, threads=1, wholeplan="always")
+            assert_same(runner({spec.name: x}), want, f"[{name}, {isa}, batch {batch}, lean={lean}] ")
