@@ -5,30 +5,50 @@ reports them (docs/fhe.md, "Saturating roundings").
 
     .venv-fhe/bin/python scripts/fhe_clamp_vs_wide_table.py
 """
-import numpy as np, cvm, json
+import json
+
+import numpy as np
 from concrete import fhe
+
+import cvm
 from cvm.interp import fhe as F
-rng = np.random.default_rng(0)
-W = rng.integers(-31, 32, (16, 32))
-out = {}
-for r in (7, 8, 9):
+
+RNG = np.random.default_rng(0)
+W = RNG.integers(-31, 32, (16, 32))
+
+
+def _sizes(circuit) -> dict:
+    return dict(pbs=circuit.programmable_bootstrap_count, bsk_MB=round(circuit.size_of_bootstrap_keys / 1e6),
+                ksk_MB=round(circuit.size_of_keyswitch_keys / 1e6), width=circuit.graph.maximum_integer_bit_width())
+
+
+def split(r: int) -> dict:
+    """(A): the CVM graph (dense, the rounding requant that clamps to 6 bits, relu) through the FHE backend."""
     b = cvm.GraphBuilder()
     x = b.input("x", (32,), bits=6)
     h = b.op("dense", x, b.const(W), name="fc")
     h = b.op("requant", h, b.const([1]), shift=r, bits=6, name="fc.round")
     m = b.build(b.op("relu", h, name="relu"))
-    lo, hi = m.analysis.tensors["fc"].lo, m.analysis.tensors["fc"].hi
     runner = F.prepare(m.graph, m.analysis, lookup_bits=6)
-    c = runner._ensure_compiled()
-    out[f"split r={r}"] = dict(pbs=c.programmable_bootstrap_count, bsk_MB=round(c.size_of_bootstrap_keys/1e6), ksk_MB=round(c.size_of_keyswitch_keys/1e6), width=c.graph.maximum_integer_bit_width(), acc=[lo, hi])
+    acc = m.analysis.tensors["fc"]
+    return {**_sizes(runner._ensure_compiled()), "acc": [acc.lo, acc.hi]}
+
+
+def concrete_clip(r: int) -> dict:
+    """(B): concrete's round_bit_pattern, np.clip and the ReLU table on the same accumulator."""
     def f(v):
         y = v @ W.T
-        R = fhe.round_bit_pattern(y, r, exactness=fhe.Exactness.EXACT)
-        z = np.clip(R, -31 << r, 31 << r)
+        rounded = fhe.round_bit_pattern(y, r, exactness=fhe.Exactness.EXACT)
+        z = np.clip(rounded, -31 << r, 31 << r)
         return fhe.univariate(lambda t: np.maximum(t >> r, 0))(z)
-    comp = fhe.Compiler(f, {"v": "encrypted"})
-    inputset = [rng.integers(-31, 32, 32) for _ in range(64)] + [np.sign(W[i]) * 31 for i in range(16)] + [-np.sign(W[i]) * 31 for i in range(16)]
-    c2 = comp.compile(inputset, fhe.Configuration(rounding_exactness=fhe.Exactness.EXACT))
-    out[f"np.clip r={r}"] = dict(pbs=c2.programmable_bootstrap_count, bsk_MB=round(c2.size_of_bootstrap_keys/1e6), ksk_MB=round(c2.size_of_keyswitch_keys/1e6), width=c2.graph.maximum_integer_bit_width(),
-                                 tlu_in=sorted({n.inputs[0].dtype.bit_width for n in c2.graph.graph.nodes if n.converted_to_table_lookup}))
-    print(json.dumps({k: v for k, v in out.items() if k.endswith(f"r={r}")}, default=int), flush=True)
+    inputset = ([RNG.integers(-31, 32, 32) for _ in range(64)] + [np.sign(W[i]) * 31 for i in range(16)]
+                + [-np.sign(W[i]) * 31 for i in range(16)])
+    c = fhe.Compiler(f, {"v": "encrypted"}).compile(inputset, fhe.Configuration(rounding_exactness=fhe.Exactness.EXACT))
+    tlu_in = sorted({n.inputs[0].dtype.bit_width for n in c.graph.graph.nodes if n.converted_to_table_lookup})
+    return {**_sizes(c), "tlu_in": tlu_in}
+
+
+if __name__ == "__main__":
+    for shift in (7, 8, 9):
+        print(json.dumps({f"split r={shift}": split(shift), f"np.clip r={shift}": concrete_clip(shift)}, default=int),
+              flush=True)
