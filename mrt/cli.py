@@ -37,6 +37,8 @@ def cmd_convert(args) -> int:
                    equalize=args.equalize, wide=args.wide or (), recurrent=not args.narrow_recurrent)
     if args.weight_bits is not None:
         options["weight_bits"] = args.weight_bits
+    if args.lookup_range is not None:
+        options["lookup_range"] = args.lookup_range
     if args.mixed_precision is not None:
         from mrt import mixed
         result = mixed.convert_mixed(args.model, args.calib, args.mixed_precision, **options)
@@ -143,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "their dense weights 10-bit: mrt/recurrent_precision.py, docs/fidelity.md)")
     s.add_argument("--weight-bits", type=int, metavar="N", help="weight bits (default 8; 10 with --wide encoder "
                    "is docs/models.md's best MiniLM row)")
+    s.add_argument("--lookup-range", choices=["proven", "calibrated", "channels"],
+                   help="fhe: size the rounding before each table lookup from the verifier's proven range (default), "
+                        "the calibrated one or per channel, clamping beyond it exactly (docs/fhe.md)")
     s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`)")
     s.add_argument("--opset", type=int, choices=[3], default=None,
                    help="write the model in opset 3: opset 2's ops priced by gas schedule v2 (time-based, "

@@ -65,9 +65,16 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     meta = dict(meta or {})
     meta.update({"input_thresholds": input_thresholds} if input_thresholds else {})
     meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
-                 "quantization": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()
-                                  if not (k == "wide_weight_bits" and v is None)}})  # earlier models' metadata kept
+                 "quantization": _recorded(config)})
     return qz.b.graph(outputs, footprint=qz.bounds.footprint()), meta
+
+
+def _recorded(config: QuantConfig) -> dict:
+    """The config as the model's metadata records it; fields that only some models use are written only there,
+    so that every other model's metadata stays as it was: wide_weight_bits when set, lookup_range with lookups."""
+    skip = {"wide_weight_bits"} if config.wide_weight_bits is None else set()
+    skip |= {"lookup_range"} if config.lut_input_bits is None else set()
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items() if k not in skip}
 
 
 def verify(emitted: tuple[cvm.Graph, dict], config: QuantConfig) -> cvm.Model:

@@ -81,7 +81,17 @@ def test_a_cnn_front_end_keeps_int8_convs():
 def test_models_without_a_recurrence_are_unchanged():
     src, calib, _ = _data("digits_mlp")
     q = convert(src, calib, progress=False).meta["quantization"]
-    assert q["wide_tensors"] == [] and "wide_weight_bits" not in q
+    assert q["wide_tensors"] == [] and "wide_weight_bits" not in q and "lookup_range" not in q
+
+
+def test_cli_lookup_range_reaches_an_fhe_models_metadata(tmp_path):
+    from mrt.cli import main as mrt_main
+    import cvm
+    out = tmp_path / "digits_fhe.cvm"
+    assert mrt_main(["convert", str(ROOT / "fixtures/models/digits_mlp.onnx"), "--calib",
+                     str(ROOT / "fixtures/data/digits_mlp_calib.npz"), "-o", str(out), "--target", "fhe",
+                     "--lookup-range", "calibrated"]) == 0
+    assert cvm.load(out).meta["quantization"]["lookup_range"] == "calibrated"
 
 
 def test_wide_weight_bits_is_checked():
