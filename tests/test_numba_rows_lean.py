@@ -1,6 +1,6 @@
 """The one-pass row kernels of the whole-plan runner (cvm.interp.numba_kernels.rows_lean) write what
 the fused row kernels they replace (fused.mul_rows, fused.copy_rows: the per-step path's, held to
-the reference by the equivalence suite) write, byte for byte, over every output step the planner
+the reference by the equivalence suite) and the small portable dense (gemv_i32.dense_rows_i32) write, byte for byte, over every output step the planner
 builds (requant and clamp, a lut, a residual tensor or per-channel constant, a second requant and
 clamp, a second lut), block ranges, channel offsets (a concat's slice) and per-sample scales; and
 a recurrent fixture run through them equals the reference on every ISA.
@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 import cvm
 from cvm.interp import numba as nb
 from cvm.interp import reference
-from cvm.interp.numba_kernels import fused, fused_scratch
+from cvm.interp.numba_kernels import fused, fused_scratch, rows_lean
 from cvm.interp.numba_kernels.plan import OPEN_HI, OPEN_LO, OutputStep
-from cvm.interp.numba_kernels.rows_lean import copy_rows_l, mul_rows_l
+from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
+from cvm.interp.numba_kernels.rows_lean import copy_rows_l, dense_rows_l, mul_rows_l
 from strategies import values
 from test_numba_equivalence import ISAS, SETTINGS, assert_same
 
@@ -96,6 +97,34 @@ def test_one_pass_rows_equal_the_fused_kernels(case):
     np.testing.assert_array_equal(got, want)
 
 
+@st.composite
+def dense_case(draw):
+    """A dense layer of a few rows, int8/int16 inputs and weights (partial sums in int32, as the
+    planner proves before it picks the int32 path), with an output step."""
+    rows, k, og = draw(st.integers(1, 8)), draw(st.integers(1, 6)), draw(st.integers(1, 70))
+    xb, wb = draw(st.sampled_from([8, 16])), draw(st.sampled_from([8, 12, 16]))
+    x = values(draw, (rows, 1, 1, k), -(1 << (xb - 1)), (1 << (xb - 1)) - 1).astype(DTYPES[xb])
+    w = values(draw, (1, og, k), -(1 << (wb - 1)), (1 << (wb - 1)) - 1).astype(np.int16 if wb > 8 else np.int8)
+    bias = values(draw, (1, og), -(1 << 24), 1 << 24).astype(np.int32)
+    m1, s1, lo1, hi1, t1, off1 = draw(_stage(og))
+    with_res = draw(st.booleans())
+    m2, s2, lo2, hi2, t2, off2 = draw(_stage(og)) if with_res else (np.ones(og, np.int64), 0, OPEN_LO, OPEN_HI, None, 0)
+    res = values(draw, (rows, og), -(1 << 20), 1 << 20).astype(np.int32) if with_res else np.zeros((1, 1), np.int16)
+    ost = OutputStep(m1, s1, lo1, hi1, "r" if with_res else None, m2, s2, lo2, hi2, "y", (), t1, off1, t2, off2)
+    out = np.full((rows, og), -7, DTYPES[draw(st.sampled_from([16, 32]))])
+    return x, w, bias, m1.reshape(1, -1), m2.reshape(1, -1), ost.params(), res, out
+
+
+@SETTINGS
+@given(dense_case())
+def test_one_pass_dense_equals_dense_rows_i32(case):
+    x, w, bias, m1, m2, ost, res, out = case
+    want, got = out.copy(), out.copy()
+    dense_rows_i32(x, w, bias, m1, m2, ost, res, want, np.empty(out.shape, np.int32))
+    dense_rows_l(x, w, bias, m1, m2, ost, res, got, np.empty(out.shape, np.int32))
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("lean", [True, False])
 @pytest.mark.parametrize("name", ["rnn_sunspots_lstm", "rnn_digits_gru"])
 def test_recurrent_fixture_through_each_twin_matches_reference(name, lean, monkeypatch):
@@ -106,6 +135,7 @@ def test_recurrent_fixture_through_each_twin_matches_reference(name, lean, monke
     if path is None:
         pytest.skip(f"{name}.cvm not converted (mrt convert fixtures/models/{name}.onnx)")
     monkeypatch.setattr(fused_scratch, "LEAN", lean)
+    monkeypatch.setattr(rows_lean, "LEAN", lean)
     model = cvm.load(path)
     spec = model.inputs[0]
     lim = (1 << (spec.bits - 1)) - 1

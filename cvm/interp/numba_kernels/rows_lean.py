@@ -1,4 +1,5 @@
-"""fused.mul_rows and fused.copy_rows in one pass, for the whole-plan runner's small calls.
+"""fused.mul_rows, fused.copy_rows and the small portable dense in one pass, for the whole-plan
+runner's small calls.
 
 A recurrent cell at batch 1 calls the fused row kernels on 32-128 values, where their fixed cost is
 most of the call: a block loop, an int32 scratch row, then conv.out_rows' second pass over it (about
@@ -12,13 +13,15 @@ that the cases without a lut keep a branch-free inner loop.
 
 The whole-plan runner calls them in place of the originals (fused_scratch.translate); the per-step
 path keeps fused.py. numba's cache keys a kernel by its own file only: after a change to the output
-step's layout (kargs.OST) or its arithmetic (conv.out_rows), touch this file.
+step's layout (kargs.OST) or its arithmetic (conv.out_rows, which dense_rows_l inlines), touch this
+file.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+from .conv import out_rows
 from .fused import BLOCK_ROWS
 from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, RND, RND2, SHIFT, SHIFT2
 
@@ -88,3 +91,41 @@ def mul_rows_l(x, sc, mult, mult2, ost, res, out, hw, b0, b1):
 def copy_rows_l(x, mult, mult2, ost, res, out, c0, b0, b1):
     """fused.copy_rows (same arguments, same result) in one pass."""
     _rows(x, x, np.int64(1), False, mult, mult2, ost, res, out, c0, b0, b1)
+
+
+@njit(cache=True, nogil=True)
+def dense_rows_l(x, w, bias, mult, mult2, ost, res, out, s):
+    """gemv_i32.dense_rows_i32 (conv.conv_i32 of a dense layer: x (rows, 1, 1, K), w (1, og, K),
+    bias (1, og); s (rows, og) int32) with the sum over K outside the loop over the outputs, so that
+    the loop over the outputs vectorizes (one call of conv._dot_i32 per accumulator cost more than its
+    work at K = 1, an LSTM's input dense). Each accumulator is the same int32 sum: int32 adds wrap,
+    so any order gives the same value modulo 2^32. Then the same output step (conv.out_rows)."""
+    rows, og, k = out.shape[0], w.shape[1], w.shape[2]
+    wg, bg = w[0], bias[0]
+    for p in range(rows):
+        sr, xr = s[p], x[p, 0, 0]
+        for n in range(og):
+            sr[n] = bg[n]
+        for j in range(k):
+            xj = np.int32(xr[j])
+            for n in range(og):
+                sr[n] = np.int32(sr[n] + xj * np.int32(wg[n, j]))
+    out_rows(s, rows, out, 0, 0, mult[0], mult2[0], ost, res)
+
+
+LEAN = True  # use the twins (False: the whole-plan runner's earlier choice; kept for A/B)
+MAX_ROWS = 1  # the twins serve calls of at most this many rows (measured: at batch 8 the scratch
+# twins, whose requant pass vectorizes, were as fast or faster)
+
+
+MAX_DENSE_K = 4  # dense_rows_l up to this many inputs (K = 1: 250 -> 160 ns for 128 outputs; K = 32,
+# where its weight reads are strided: 410 -> 1180 ns, measured in a compiled loop)
+
+
+def translate(call: tuple) -> tuple:
+    """call (fn, args), as the whole-plan runner translated it, or its one-pass twin."""
+    from .gemv_i32 import dense_rows_i32
+    fn, args = call
+    if LEAN and fn is dense_rows_i32 and args[1].shape[2] <= MAX_DENSE_K:
+        return dense_rows_l, args
+    return call

@@ -80,7 +80,7 @@ def take_runs(x, start, step, inner, out):
 
 def translate(fn, args) -> list:
     """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place."""
-    from . import fused_scratch, gemv_i32, gemv_vnni
+    from . import fused_scratch, gemv_i32, gemv_vnni, rows_lean
     from .elementwise import take_axis
     from .lower_ops import _concat
     if fn is _concat:
@@ -90,7 +90,7 @@ def translate(fn, args) -> list:
         return [(take_runs, (x.reshape(x.shape[0], -1), start, step, out.shape[2], out.reshape(out.shape[0], -1)))]
     if (small := gemv_vnni.translate(fn, args) or gemv_i32.translate(fn, args)
             or fused_scratch.translate(fn, args)) is not None:
-        return [small]
+        return [rows_lean.translate(small)]
     return [_binary_call(fn, args)]
 
 
