@@ -27,17 +27,18 @@ from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OF
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _value(x, sc, is_mul, p, q, ch):
-    """The accumulator of fused.py: x[p, ch] (copy), or np.int32(x[p, ch]) * np.int32(sc[q, ch])
-    stored to int32 (mul_rows' scratch), as int64."""
+def _value(xr, sr, is_mul, ch):
+    """The accumulator of fused.py: xr[ch] (copy), or np.int32(xr[ch]) * np.int32(sr[ch]) stored
+    to int32 (mul_rows' scratch), as int64."""
     if is_mul:
-        return np.int64(np.int32(np.int32(x[p, ch]) * np.int32(sc[q, ch])))
-    return np.int64(np.int32(x[p, ch]))
+        return np.int64(np.int32(np.int32(xr[ch]) * np.int32(sr[ch])))
+    return np.int64(np.int32(xr[ch]))
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _rows(x, sc, hw, is_mul, mult, mult2, ost, res, out, c0, b0, b1):
-    """Rows b0*BLOCK_ROWS .. min(b1*BLOCK_ROWS, rows) of out[p, c0 + ch] = step(value(p, ch))."""
+    """Rows b0*BLOCK_ROWS .. min(b1*BLOCK_ROWS, rows) of out[p, c0 + ch] = step(value(p, ch)), on
+    row views (measured faster than 2-D indexing in the inner loop)."""
     c = x.shape[1]
     r0, r1 = b0 * BLOCK_ROWS, min(b1 * BLOCK_ROWS, x.shape[0])
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
@@ -46,39 +47,35 @@ def _rows(x, sc, hw, is_mul, mult, mult2, ost, res, out, c0, b0, b1):
     if ost[HAS_RESIDUAL] == 0:
         if lut1 == 0:
             for p in range(r0, r1):
-                q = p // hw
+                xr, sr, orow = x[p], sc[p // hw], out[p, c0:c0 + c]
                 for ch in range(c):
-                    v = _value(x, sc, is_mul, p, q, ch)
-                    out[p, c0 + ch] = min(max((v * mult[ch] + rnd) >> shift, lo), hi)
+                    orow[ch] = min(max((_value(xr, sr, is_mul, ch) * mult[ch] + rnd) >> shift, lo), hi)
             return
         for p in range(r0, r1):
-            q = p // hw
+            xr, sr, orow = x[p], sc[p // hw], out[p, c0:c0 + c]
             for ch in range(c):
-                v = _value(x, sc, is_mul, p, q, ch)
-                v = np.int64(np.int32(min(max((v * mult[ch] + rnd) >> shift, lo), hi)))
-                out[p, c0 + ch] = ost[t1 + v]
+                v = min(max((_value(xr, sr, is_mul, ch) * mult[ch] + rnd) >> shift, lo), hi)
+                orow[ch] = ost[t1 + np.int64(np.int32(v))]
         return
     rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
     lut2 = ost[LUT2]
     t2 = lut2 - ost[LUT2_OFF]
     last = res.shape[0] - 1
     for p in range(r0, r1):
-        q, rp = p // hw, min(p, last)
+        xr, sr, orow, rrow = x[p], sc[p // hw], out[p, c0:c0 + c], res[min(p, last), c0:c0 + c]
         if lut1 == 0 and lut2 == 0:
             for ch in range(c):
-                v = _value(x, sc, is_mul, p, q, ch)
-                v = min(max((v * mult[ch] + rnd) >> shift, lo), hi) + res[rp, c0 + ch]
-                out[p, c0 + ch] = min(max((v * mult2[ch] + rnd2) >> shift2, lo2), hi2)
+                v = min(max((_value(xr, sr, is_mul, ch) * mult[ch] + rnd) >> shift, lo), hi) + rrow[ch]
+                orow[ch] = min(max((v * mult2[ch] + rnd2) >> shift2, lo2), hi2)
             continue
         for ch in range(c):
-            v = _value(x, sc, is_mul, p, q, ch)
-            v = min(max((v * mult[ch] + rnd) >> shift, lo), hi)
+            v = min(max((_value(xr, sr, is_mul, ch) * mult[ch] + rnd) >> shift, lo), hi)
             if lut1 != 0:
                 v = ost[t1 + v]
-            v = min(max(((v + res[rp, c0 + ch]) * mult2[ch] + rnd2) >> shift2, lo2), hi2)
+            v = min(max(((v + rrow[ch]) * mult2[ch] + rnd2) >> shift2, lo2), hi2)
             if lut2 != 0:
                 v = ost[t2 + v]
-            out[p, c0 + ch] = v
+            orow[ch] = v
 
 
 @njit(cache=True, nogil=True)
