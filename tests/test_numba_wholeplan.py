@@ -236,3 +236,18 @@ def test_no_writable_step_folder_keeps_the_per_step_path(tmp_path, monkeypatch):
     finally:
         wholeplan_gen.step.cache_clear()
         sys.modules.update(loaded)
+
+
+def test_a_one_pixel_conv_whose_tap_is_in_the_padding_is_not_a_dense_layer():
+    """A 1x1 conv on a 1x1 input with left padding and stride 2: its one output pixel reads only padding (the
+    bias alone). The small-row dense twin (gemv_i32) once took it for a dense layer and added the pixel."""
+    b = cvm.GraphBuilder()
+    x = b.input("x", (2, 1, 1), 12)
+    model = b.build(b.op("conv2d", x, b.const(np.array([[[[5]], [[7]]]])), b.const(np.array([-100])),
+                         strides=(2, 2), pads=(0, 1, 1, 0)))
+    inputs = {"x": np.array([[[[3]], [[4]]]], np.int16)}
+    want = reference.run(model.graph, model.analysis, inputs)
+    assert int(want[model.graph.outputs[0]].reshape(-1)[0]) == -100
+    for isa in nb.available_isas():
+        got = nb.prepare(model.graph, model.analysis, isa=isa, wholeplan="always")(inputs)
+        np.testing.assert_array_equal(got[model.graph.outputs[0]], want[model.graph.outputs[0]])

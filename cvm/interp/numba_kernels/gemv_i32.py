@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from .conv import BLOCK_ROWS, _dot_i32, conv_i32, out_rows
-from .kargs import GROUPS, KH, KW, OH, OW
+from .kargs import GROUPS, KH, KW, OH, OW, PL, PT
 
 MAX_ROWS = 8  # as gemv_vnni
 
@@ -41,7 +41,9 @@ def translate(fn, args) -> tuple | None:
         return None
     x, w, bias, mult, mult2, ost, res, out, geo, b0, b1 = args
     rows = out.shape[0]
+    # a dense layer: one pixel in, one tap, one pixel out, and that tap on the pixel (not in the padding)
     dense = (geo[KH] == geo[KW] == geo[OH] == geo[OW] == geo[GROUPS] == 1 and x.shape[1:3] == (1, 1)
+             and geo[PT] == geo[PL] == 0
              and x.shape[0] == rows and w.shape[2] == x.shape[3] and x.flags.c_contiguous)
     if not dense or not 0 < rows <= min(MAX_ROWS, BLOCK_ROWS) or (b0, b1) != (0, 1):
         return None
