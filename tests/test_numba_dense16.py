@@ -1,4 +1,4 @@
-"""The int16 dense and matmul paths on AVX-512 VNNI (numba_kernels/dense16.py: vpdpwssd) equal the reference bit for bit:
+"""The int16 dense (and pointwise conv) and matmul paths on AVX-512 VNNI (numba_kernels/dense16.py: vpdpwssd) equal the reference bit for bit:
 odd and even k (the last column's plain loop), channel counts across panel pairs, row counts that leave partial
 tiles and blocks, a fused residual add, serial and split; weights beyond int16 keep the portable int32 path."""
 from __future__ import annotations
@@ -47,6 +47,31 @@ def test_int16_dense_matches_reference(case, threads):
     check(case, threads=threads, split="always" if threads > 1 else "auto")
     if "vnni" in nb.available_isas():
         assert "dense[vnni16]" in _paths(case.model)
+
+
+@st.composite
+def wide_pointwise_conv(draw) -> Case:
+    """A 1x1 conv, stride 1, no padding: the dense kernel over the pixels; a strided or padded one is not."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    c, og = draw(st.sampled_from([2, 3, 16, 33])), draw(st.sampled_from([1, 17, 32, 64]))
+    h, w, n = draw(st.integers(1, 9)), draw(st.integers(1, 9)), draw(st.integers(1, 3))
+    strided = draw(st.booleans())
+    b = cvm.GraphBuilder()
+    x = b.input("x", (c, h, w), 12)
+    attrs = {"strides": (2, 2), "pads": (0, 1, 1, 0)} if strided else {}
+    y = b.op("conv2d", x, b.const(rng.integers(-511, 512, (og, c, 1, 1))), b.const(rng.integers(-999, 999, og)),
+             **attrs)
+    model = b.build(b.op("requant", y, b.const(rng.integers(1 << 10, 1 << 12, og)), shift=20, bits=12, axis=0))
+    return Case(model, {"x": rng.integers(-2047, 2048, (n, c, h, w)).astype(np.int16)}), strided
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
+@given(drawn=wide_pointwise_conv())
+def test_int16_pointwise_conv_matches_reference(drawn):
+    case, strided = drawn
+    check(case)
+    if "vnni" in nb.available_isas():
+        assert ("conv2d[vnni16]" in _paths(case.model)) != strided
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""int16 dense on AVX-512 VNNI: vpdpwssd multiplies 2 int16 pairs and adds both products to an int32 lane.
+"""int16 dense (and 1x1 conv) on AVX-512 VNNI: vpdpwssd multiplies 2 int16 pairs and adds both products to an int32 lane.
 
 The "vnni" path reads uint8 activations; a wide activation (12 bits, stored int16: a recurrent cell's
 states, mrt.recurrent_precision) with int16 weights fell to the portable int32 GEMM (conv._gemm_i32), which
@@ -125,10 +125,12 @@ def dense_vnni16(x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1):
 
 
 def eligible(rows: np.ndarray, x_dtype, groups: int, geom: dict) -> bool:
-    """A dense layer (or what lowers as one: a 1x1 map) of int16 activations whose weights fit int16; the
-    int32 proof is the caller's (the "i32" path's)."""
-    one_pixel = geom["h"] == geom["w"] == geom["kh"] == geom["kw"] == 1
-    return (one_pixel and groups == 1 and np.dtype(x_dtype) == np.int16 and rows.shape[1] >= 2
+    """A dense layer, or a 1x1 conv with stride 1 and no padding (a dense layer over the pixels of the
+    channels-last input), of int16 activations whose weights fit int16; the int32 proof is the caller's (the
+    "i32" path's)."""
+    pointwise = geom["kh"] == geom["kw"] == 1 and geom["sh"] == geom["sw"] == 1 and \
+        geom["pt"] == geom["pl"] == geom["pb"] == geom["pr"] == 0
+    return (pointwise and groups == 1 and np.dtype(x_dtype) == np.int16 and rows.shape[1] >= 2
             and rows.min() >= -32768 and rows.max() <= 32767)
 
 
