@@ -1,6 +1,6 @@
 """The one-pass row kernels of the whole-plan runner (cvm.interp.numba_kernels.rows_lean) write what
 the fused row kernels they replace (fused.mul_rows, fused.copy_rows: the per-step path's, held to
-the reference by the equivalence suite) and the small portable dense (gemv_i32.dense_rows_i32) write, byte for byte, over every output step the planner
+the reference by the equivalence suite) and the small dense layers (gemv_i32.dense_rows_i32, dense16.dense_vnni16) write, byte for byte, over every output step the planner
 builds (requant and clamp, a lut, a residual tensor or per-channel constant, a second requant and
 clamp, a second lut), block ranges, channel offsets (a concat's slice) and per-sample scales; and
 a recurrent fixture run through them equals the reference on every ISA.
@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 import cvm
 from cvm.interp import numba as nb
 from cvm.interp import reference
-from cvm.interp.numba_kernels import fused, fused_scratch, rows_lean
+from cvm.interp.numba_kernels import dense16, fused, fused_scratch, rows_lean
 from cvm.interp.numba_kernels.plan import OPEN_HI, OPEN_LO, OutputStep
 from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
-from cvm.interp.numba_kernels.rows_lean import copy_rows_l, dense_rows_l, mul_rows_l
+from cvm.interp.numba_kernels.rows_lean import copy_rows_l, dense16_rows_l, dense_rows_l, mul_rows_l
 from strategies import values
 from test_numba_equivalence import ISAS, SETTINGS, assert_same
 
@@ -122,6 +122,27 @@ def test_one_pass_dense_equals_dense_rows_i32(case):
     want, got = out.copy(), out.copy()
     dense_rows_i32(x, w, bias, m1, m2, ost, res, want, np.empty(out.shape, np.int32))
     dense_rows_l(x, w, bias, m1, m2, ost, res, got, np.empty(out.shape, np.int32))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif("vnni" not in ISAS, reason="AVX-512 VNNI not available on this machine")
+@SETTINGS
+@given(dense_case())
+def test_dense16_rows_equal_dense_vnni16(case):
+    """dense16_rows_l (dense16's accumulators, the scratch passed in, finish_rows) writes what
+    dense16.dense_vnni16 writes, for int16 inputs (its only input dtype) of any k (odd: the last column)."""
+    x, w, bias, m1, m2, ost, res, out = case
+    rows, k = x.shape[0], x.shape[3]
+    if k < 2:
+        return
+    x16 = x.reshape(rows, k).astype(np.int16)
+    wp, last = dense16.pack_weights(w[0].astype(np.int16))
+    b = np.zeros(last.shape[0], np.int32)
+    b[:bias.shape[1]] = bias[0]
+    geo = np.zeros(14, np.int64)
+    want, got = out.copy(), out.copy()
+    dense16.dense_vnni16(x16, wp, last, b, m1[0], m2[0], ost, res, want, geo, 0, 1)
+    dense16_rows_l(x16, wp, last, b, m1[0], m2[0], ost, res, got, geo, 0, 1, np.empty((rows, b.shape[0]), np.int32))
     np.testing.assert_array_equal(got, want)
 
 

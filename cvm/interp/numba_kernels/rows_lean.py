@@ -13,15 +13,15 @@ that the cases without a lut keep a branch-free inner loop.
 
 The whole-plan runner calls them in place of the originals (fused_scratch.translate); the per-step
 path keeps fused.py. numba's cache keys a kernel by its own file only: after a change to the output
-step's layout (kargs.OST) or its arithmetic (conv.out_rows, which dense_rows_l inlines), touch this
-file.
+step's layout (kargs.OST) or its arithmetic (conv.out_rows, which finish_rows repeats), change this
+file to match; after a change to dense16._block (which dense16_rows_l inlines), touch this file.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .conv import out_rows
+from .dense16 import BLOCK_ROWS as DENSE16_BLOCK_ROWS, _block as _block16, dense_vnni16
 from .fused import BLOCK_ROWS
 from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, RND, RND2, SHIFT, SHIFT2
 
@@ -90,13 +90,57 @@ def copy_rows_l(x, mult, mult2, ost, res, out, c0, b0, b1):
     _rows(x, x, np.int64(1), False, mult, mult2, ost, res, out, c0, b0, b1)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def finish_rows(s, nrows, out, mult, mult2, ost, res):
+    """conv.out_rows(s, nrows, out, 0, 0, mult, mult2, ost, res) on row views with the output
+    step's fields read once: the same arithmetic (stage 1 requant and clamp in int64, its lut at the
+    value stored to int32, the residual add, stage 2, its lut), measured about 5x faster on one row
+    of 128 values with a residual."""
+    og = mult.shape[0]
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    lut1 = ost[LUT1]
+    t1 = lut1 - ost[LUT1_OFF]
+    if ost[HAS_RESIDUAL] == 0:
+        if lut1 == 0:
+            for r in range(nrows):
+                srow, orow = s[r], out[r, :og]
+                for n in range(og):
+                    orow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
+            return
+        for r in range(nrows):
+            srow, orow = s[r], out[r, :og]
+            for n in range(og):
+                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
+                orow[n] = ost[t1 + np.int64(np.int32(v))]
+        return
+    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
+    lut2 = ost[LUT2]
+    t2 = lut2 - ost[LUT2_OFF]
+    last = res.shape[0] - 1
+    for r in range(nrows):
+        srow, orow, rrow = s[r], out[r, :og], res[min(r, last), :og]
+        if lut1 == 0 and lut2 == 0:
+            for n in range(og):
+                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + rrow[n]
+                orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
+            continue
+        for n in range(og):
+            v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
+            if lut1 != 0:
+                v = ost[t1 + v]
+            v = min(max(((v + rrow[n]) * mult2[n] + rnd2) >> shift2, lo2), hi2)
+            if lut2 != 0:
+                v = ost[t2 + v]
+            orow[n] = v
+
+
 @njit(cache=True, nogil=True)
 def dense_rows_l(x, w, bias, mult, mult2, ost, res, out, s):
     """gemv_i32.dense_rows_i32 (conv.conv_i32 of a dense layer: x (rows, 1, 1, K), w (1, og, K),
     bias (1, og); s (rows, og) int32) with the sum over K outside the loop over the outputs, so that
     the loop over the outputs vectorizes (one call of conv._dot_i32 per accumulator cost more than its
     work at K = 1, an LSTM's input dense). Each accumulator is the same int32 sum: int32 adds wrap,
-    so any order gives the same value modulo 2^32. Then the same output step (conv.out_rows)."""
+    so any order gives the same value modulo 2^32. Then the same output step (finish_rows)."""
     rows, og, k = out.shape[0], w.shape[1], w.shape[2]
     wg, bg = w[0], bias[0]
     for p in range(rows):
@@ -107,10 +151,22 @@ def dense_rows_l(x, w, bias, mult, mult2, ost, res, out, s):
             xj = np.int32(xr[j])
             for n in range(og):
                 sr[n] = np.int32(sr[n] + xj * np.int32(wg[n, j]))
-    out_rows(s, rows, out, 0, 0, mult[0], mult2[0], ost, res)
+    finish_rows(s, rows, out, mult[0], mult2[0], ost, res)
+
+
+
+@njit(cache=True, nogil=True)
+def dense16_rows_l(x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1, s):
+    """dense16.dense_vnni16 of one block (rows <= its BLOCK_ROWS, b0, b1 = 0, 1) with its int32
+    scratch s (rows, padded og) passed in and finish_rows as the output step: the same accumulators
+    (dense16._block), the same output step; the allocation and conv.out_rows were a good part of a
+    call on one row of a recurrent cell (32 x 128)."""
+    _block16(x, 0, out.shape[0], wp, last, bias, s)
+    finish_rows(s, out.shape[0], out, mult, mult2, ost, res)
 
 
 LEAN = True  # use the twins (False: the whole-plan runner's earlier choice; kept for A/B)
+LEAN16 = True  # dense16_rows_l in place of dense16.dense_vnni16 (False: kept for A/B)
 MAX_ROWS = 1  # the twins serve calls of at most this many rows (measured: at batch 8 the scratch
 # twins, whose requant pass vectorizes, were as fast or faster)
 
@@ -123,6 +179,8 @@ def translate(call: tuple) -> tuple:
     """call (fn, args), as the whole-plan runner translated it, or its one-pass twin."""
     from .gemv_i32 import dense_rows_i32
     fn, args = call
+    if LEAN and LEAN16 and fn is dense_vnni16 and args[8].shape[0] <= DENSE16_BLOCK_ROWS and tuple(args[10:12]) == (0, 1):
+        return dense16_rows_l, (*args, np.empty((args[8].shape[0], args[3].shape[0]), np.int32))
     if LEAN and fn is dense_rows_i32 and args[1].shape[2] <= MAX_DENSE_K:
         return dense_rows_l, args
     return call
