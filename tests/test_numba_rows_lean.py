@@ -21,7 +21,8 @@ from cvm.interp import reference
 from cvm.interp.numba_kernels import dense16, fused, fused_scratch, rows_lean
 from cvm.interp.numba_kernels.plan import OPEN_HI, OPEN_LO, OutputStep
 from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
-from cvm.interp.numba_kernels.rows_lean import copy_rows_l, dense16_rows_l, dense_rows_l, mul_rows_l
+from cvm.interp.numba_kernels.rows_lean import (copy_rows_f, copy_rows_l, dense16_rows_l, dense_rows_l, mul_rows_f,
+                                                mul_rows_l)
 from strategies import values
 from test_numba_equivalence import ISAS, SETTINGS, assert_same
 
@@ -85,16 +86,20 @@ def rows_case(draw):
 
 @SETTINGS
 @given(rows_case())
-def test_one_pass_rows_equal_the_fused_kernels(case):
+def test_row_twins_equal_the_fused_kernels(case):
     mul, head, (m1, m2, ost, res), out, tail, (b0, b1) = case
-    want, got = out.copy(), out.copy()
+    want, got, got_f = out.copy(), out.copy(), out.copy()
+    scratch = np.empty((min(fused.BLOCK_ROWS, head[0].shape[0]), head[0].shape[1]), np.int32)
     if mul:
         fused.mul_rows(*head, m1, m2, ost, res, want, *tail, b0, b1)
         mul_rows_l(*head, m1, m2, ost, res, got, *tail, b0, b1)
+        mul_rows_f(*head, m1, m2, ost, res, got_f, *tail, b0, b1, scratch)
     else:
         fused.copy_rows(*head, m1, m2, ost, res, want, *tail, b0, b1)
         copy_rows_l(*head, m1, m2, ost, res, got, *tail, b0, b1)
+        copy_rows_f(*head, m1, m2, ost, res, got_f, *tail, b0, b1, scratch)
     np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_f, want)
 
 
 @st.composite

@@ -1,5 +1,6 @@
-"""fused.mul_rows, fused.copy_rows and the small portable dense in one pass, for the whole-plan
-runner's small calls.
+"""Twins of the row kernels and small dense layers that the whole-plan runner calls on a recurrent
+cell's few values: fused.mul_rows and fused.copy_rows in one pass (one row), or with the output step
+below (more rows); the small portable dense and the one-block int16 VNNI dense with that output step.
 
 A recurrent cell at batch 1 calls the fused row kernels on 32-128 values, where their fixed cost is
 most of the call: a block loop, an int32 scratch row, then conv.out_rows' second pass over it (about
@@ -91,8 +92,8 @@ def copy_rows_l(x, mult, mult2, ost, res, out, c0, b0, b1):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def finish_rows(s, nrows, out, mult, mult2, ost, res):
-    """conv.out_rows(s, nrows, out, 0, 0, mult, mult2, ost, res) on row views with the output
+def finish_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
+    """conv.out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res) on row views with the output
     step's fields read once: the same arithmetic (stage 1 requant and clamp in int64, its lut at the
     value stored to int32, the residual add, stage 2, its lut), measured about 5x faster on one row
     of 128 values with a residual."""
@@ -103,22 +104,23 @@ def finish_rows(s, nrows, out, mult, mult2, ost, res):
     if ost[HAS_RESIDUAL] == 0:
         if lut1 == 0:
             for r in range(nrows):
-                srow, orow = s[r], out[r, :og]
+                srow, orow = s[r], out[r0 + r, c0:c0 + og]
                 for n in range(og):
                     orow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
             return
-        for r in range(nrows):
-            srow, orow = s[r], out[r, :og]
+        for r in range(nrows):  # two passes, as out_rows: the requant vectorizes, the lookups do not
+            srow, orow = s[r], out[r0 + r, c0:c0 + og]
             for n in range(og):
-                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
-                orow[n] = ost[t1 + np.int64(np.int32(v))]
+                srow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
+            for n in range(og):
+                orow[n] = ost[t1 + srow[n]]
         return
     rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
     lut2 = ost[LUT2]
     t2 = lut2 - ost[LUT2_OFF]
     last = res.shape[0] - 1
     for r in range(nrows):
-        srow, orow, rrow = s[r], out[r, :og], res[min(r, last), :og]
+        srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[min(r0 + r, last), c0:c0 + og]
         if lut1 == 0 and lut2 == 0:
             for n in range(og):
                 v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + rrow[n]
@@ -151,7 +153,7 @@ def dense_rows_l(x, w, bias, mult, mult2, ost, res, out, s):
             xj = np.int32(xr[j])
             for n in range(og):
                 sr[n] = np.int32(sr[n] + xj * np.int32(wg[n, j]))
-    finish_rows(s, rows, out, mult[0], mult2[0], ost, res)
+    finish_rows(s, rows, out, 0, 0, mult[0], mult2[0], ost, res)
 
 
 
@@ -162,10 +164,41 @@ def dense16_rows_l(x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1, s
     (dense16._block), the same output step; the allocation and conv.out_rows were a good part of a
     call on one row of a recurrent cell (32 x 128)."""
     _block16(x, 0, out.shape[0], wp, last, bias, s)
-    finish_rows(s, out.shape[0], out, mult, mult2, ost, res)
+    finish_rows(s, out.shape[0], out, 0, 0, mult, mult2, ost, res)
+
+
+@njit(cache=True, nogil=True)
+def mul_rows_f(x, sc, mult, mult2, ost, res, out, hw, b0, b1, s):
+    """fused_scratch.mul_rows_s (fused.mul_rows, scratch passed in) with finish_rows as the output
+    step: the products into the scratch (a loop that vectorizes), then the output step."""
+    c = x.shape[1]
+    for blk in range(b0, b1):
+        r0 = blk * BLOCK_ROWS
+        nrows = min(BLOCK_ROWS, x.shape[0] - r0)
+        for r in range(nrows):
+            p = r0 + r
+            xr, sr, acc = x[p], sc[p // hw], s[r]
+            for ch in range(c):
+                acc[ch] = np.int32(xr[ch]) * np.int32(sr[ch])
+        finish_rows(s, nrows, out, r0, np.int64(0), mult, mult2, ost, res)
+
+
+@njit(cache=True, nogil=True)
+def copy_rows_f(x, mult, mult2, ost, res, out, c0, b0, b1, s):
+    """fused_scratch.copy_rows_s (fused.copy_rows, scratch passed in) with finish_rows."""
+    c = x.shape[1]
+    for blk in range(b0, b1):
+        r0 = blk * BLOCK_ROWS
+        nrows = min(BLOCK_ROWS, x.shape[0] - r0)
+        for r in range(nrows):
+            xr, acc = x[r0 + r], s[r]
+            for ch in range(c):
+                acc[ch] = xr[ch]
+        finish_rows(s, nrows, out, r0, c0, mult, mult2, ost, res)
 
 
 LEAN = True  # use the twins (False: the whole-plan runner's earlier choice; kept for A/B)
+LEAN_F = True  # mul_rows_f / copy_rows_f in place of the scratch twins (False: kept for A/B)
 LEAN16 = True  # dense16_rows_l in place of dense16.dense_vnni16 (False: kept for A/B)
 MAX_ROWS = 1  # the twins serve calls of at most this many rows (measured: at batch 8 the scratch
 # twins, whose requant pass vectorizes, were as fast or faster)
@@ -178,7 +211,10 @@ MAX_DENSE_K = 4  # dense_rows_l up to this many inputs (K = 1: 250 -> 160 ns for
 def translate(call: tuple) -> tuple:
     """call (fn, args), as the whole-plan runner translated it, or its one-pass twin."""
     from .gemv_i32 import dense_rows_i32
+    from .fused_scratch import copy_rows_s, mul_rows_s
     fn, args = call
+    if LEAN and LEAN_F and (fn is mul_rows_s or fn is copy_rows_s):
+        return (mul_rows_f if fn is mul_rows_s else copy_rows_f), args
     if LEAN and LEAN16 and fn is dense_vnni16 and args[8].shape[0] <= DENSE16_BLOCK_ROWS and tuple(args[10:12]) == (0, 1):
         return dense16_rows_l, (*args, np.empty((args[8].shape[0], args[3].shape[0]), np.int32))
     if LEAN and fn is dense_rows_i32 and args[1].shape[2] <= MAX_DENSE_K:
