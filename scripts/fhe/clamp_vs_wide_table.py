@@ -3,7 +3,7 @@
 fuses into one table over the rounded width. Compile only: bootstraps and key sizes as concrete
 reports them (docs/fhe.md, "Saturating roundings").
 
-    .venv-fhe/bin/python scripts/fhe_clamp_vs_wide_table.py
+    .venv-fhe/bin/python scripts/fhe/clamp_vs_wide_table.py
 """
 import json
 

@@ -3,7 +3,7 @@ from the calibrated range (QuantConfig.lookup_range): accuracy on every test ima
 clear mode on every image and in simulation on a few against the reference, then fresh keys and a
 few encrypted images (fresh keys; wall and CPU seconds). One JSON line per variant (docs/fhe.md).
 
-    .venv-fhe/bin/python scripts/fhe_prerounding_compare.py --encrypted 2 --ranges proven,calibrated,calibrated:7
+    .venv-fhe/bin/python scripts/fhe/prerounding_compare.py --encrypted 2 --ranges proven,calibrated,calibrated:7
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import mrt
 from cvm.interp import fhe as F
 from mrt.evaluate import evaluate
 
-ROOT = Path(__file__).parents[1] / "fixtures"
+ROOT = Path(__file__).parents[2] / "fixtures"
 ONNX = ROOT / "models" / "digits_mlp.onnx"
 
 
