@@ -84,12 +84,23 @@ def _sample(model, seed=0):
         storage_dtype(bits))
 
 
-@pytest.mark.parametrize("which", [p.stem for p in FIXTURES] + ["other_ops"])
+def wide_recurrent_model() -> cvm.Model:
+    """The digits GRU converted with today's defaults: 12-bit cells, 10-bit (int16) dense weights, 4,095-entry
+    gate tables (mrt.recurrent_precision), which the committed 8-bit fixtures do not have."""
+    from mrt.pipeline import convert
+    calib = np.load(ROOT / "fixtures/data/rnn_digits_gru_calib.npz")["x"]
+    return convert(ROOT / "fixtures/models/rnn_digits_gru.onnx", calib, progress=False)
+
+
+BUILT = {"other_ops": other_ops_model, "wide_recurrent": wide_recurrent_model}
+
+
+@pytest.mark.parametrize("which", [p.stem for p in FIXTURES] + sorted(BUILT))
 def test_referee_equals_the_reference_on_every_node(embedded_referee, which):
     src = {p.stem: p for p in FIXTURES}.get(which)
     if src is not None and not src.exists():
         pytest.skip(f"{src} is not committed")
-    model = other_ops_model() if src is None else cvm.load(src)
+    model = BUILT[which]() if src is None else cvm.load(src)
     t = run_trace(model, _sample(model))
     c = mc.commit(model)
     assert set(c.specs) == set(range(1, c.leaf_count)), "every node of these models is refereed"
