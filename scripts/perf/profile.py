@@ -1,6 +1,9 @@
 """Per-step profile of the numba backend: where one model's run spends its time, one thread.
 
-    .venv/bin/python scripts/perf/profile.py MODEL.cvm [--batch 1] [--reps 20] [--top 25]
+    .venv/bin/python scripts/perf/profile.py MODEL.cvm [--batch 1] [--reps 20] [--top 25] [--data DATA.npz]
+
+Inputs: random integers within each input's bits, or with --data the first `batch` samples of DATA.npz's
+arrays named after the inputs (token ids, which random values would send out of the vocabulary).
 
 Each step of the plan (cvm.interp.numba_kernels.plan) is bound to buffers as a run binds it, and its
 kernel calls are timed separately (median over reps of this thread's CPU time, so that other
@@ -17,12 +20,12 @@ from collections import defaultdict
 import numpy as np
 
 
-def bind_steps(runner, batch: int, x: np.ndarray):
-    """[(step, calls)] for one batch size, with the input copied in (as numba._Bound does)."""
+def bind_steps(runner, batch: int, inputs: dict):
+    """[(step, calls)] for one batch size, with the inputs copied in (as numba._Bound does)."""
     p = runner.plan
     env = {i.name: np.empty((batch,) + p.values[i.name].stored, p.values[i.name].dtype) for i in p.graph.inputs}
-    name = p.graph.inputs[0].name
-    np.copyto(env[name], x, casting="unsafe")
+    for name, x in inputs.items():
+        np.copyto(env[name], x, casting="unsafe")
     out = []
     for step in p.steps:
         ins = [env[n] for n in step.inputs]
@@ -35,16 +38,23 @@ def bind_steps(runner, batch: int, x: np.ndarray):
     return out
 
 
-def profile(path: str, batch: int, reps: int, top: int, isa: str = "auto") -> None:
+def _inputs(model, batch: int, data: str | None) -> dict:
+    if data is not None:
+        with np.load(data) as d:
+            return {s.name: model.quantize_input(d[s.name][:batch], s.name) for s in model.inputs}
+    rng = np.random.default_rng(0)
+    return {s.name: rng.integers(-(1 << (s.bits - 1)) + 1, 1 << (s.bits - 1), (batch,) + tuple(s.shape[1:])).astype(s.dtype)
+            for s in model.inputs}
+
+
+def profile(path: str, batch: int, reps: int, top: int, isa: str = "auto", data: str | None = None) -> None:
     import cvm
     from cvm.interp import numba as nb
     model = cvm.load(path)
-    spec = model.inputs[0]
-    m = (1 << (spec.bits - 1)) - 1
-    x = np.random.default_rng(0).integers(-m, m + 1, (batch,) + tuple(spec.shape[1:])).astype(spec.dtype)
+    inputs = _inputs(model, batch, data)
     runner = nb.prepare(model.graph, model.analysis, isa=isa, threads=1)
-    runner({spec.name: x})
-    steps = bind_steps(runner, batch, x)
+    runner(inputs)
+    steps = bind_steps(runner, batch, inputs)
     times = np.zeros((reps, len(steps)))
     whole = []
     for r in range(reps):
@@ -54,7 +64,7 @@ def profile(path: str, batch: int, reps: int, top: int, isa: str = "auto") -> No
                 fn(*args)
             times[r, i] = time.thread_time() - t
         t = time.thread_time()
-        runner({spec.name: x})
+        runner(inputs)
         whole.append(time.thread_time() - t)
     med = np.median(times, axis=0)
     total = med.sum()
@@ -82,8 +92,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--top", type=int, default=24)
     ap.add_argument("--isa", default="auto")
+    ap.add_argument("--data", help="DATA.npz with an array per model input (default: random inputs)")
     a = ap.parse_args(argv)
-    profile(a.model, a.batch, a.reps, a.top, a.isa)
+    profile(a.model, a.batch, a.reps, a.top, a.isa, a.data)
     return 0
 
 

@@ -1,5 +1,5 @@
 """The numpy calls of the per-step path as compiled kernels, for the whole-plan runner (a numpy call
-would split its program): add / sub / mul with broadcasting, and concat; and in place of kernels
+would split its program): add / sub / mul with broadcasting, the tensor division (div_round.py), and concat; and in place of kernels
 that are slow on a few values, a slice (take_axis) as runs, a VNNI dense of a few pixels as
 gemv_vnni's kernel (gemv_i32's for the portable int32 one), the fused row kernels with their scratch allocated once (fused_scratch).
 
@@ -80,7 +80,7 @@ def take_runs(x, start, step, inner, out):
 
 def translate(fn, args) -> list:
     """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place."""
-    from . import fused_scratch, gemv_i32, gemv_vnni, rows_lean
+    from . import div_round, fused_scratch, gemv_i32, gemv_vnni, rows_lean
     from .elementwise import take_axis
     from .lower_ops import _concat
     if fn is _concat:
@@ -91,7 +91,9 @@ def translate(fn, args) -> list:
     if (small := gemv_vnni.translate(fn, args) or gemv_i32.translate(fn, args)
             or fused_scratch.translate(fn, args)) is not None:
         return [rows_lean.translate(small)]
-    return [_binary_call(fn, args)]
+    if (division := div_round.translate(fn, args, _strides, RANK)) is not None:
+        return [division]
+    return [rows_lean.translate(_binary_call(fn, args))]
 
 
 def _concat_calls(parts, axis, out) -> list | None:
