@@ -29,7 +29,7 @@ def wide_dense(draw) -> Case:
     og = draw(st.sampled_from([1, 5, 16, 17, 32, 33, 64, 80, 128]))
     seq = draw(st.sampled_from([(), (3,)]))  # a (k,) sample or a sequence of them (dense on the last axis)
     n = draw(st.integers(1, 70))
-    xbits, wmax = draw(st.sampled_from([(12, 511), (13, 4095), (10, 127)]))
+    xbits, wmax = draw(st.sampled_from([(12, 511), (13, 4095), (10, 127), (8, 511)]))  # 8: int8, widened
     b = cvm.GraphBuilder()
     x = b.input("x", (*seq, k), xbits)
     y = b.op("dense", x, b.const(rng.integers(-wmax, wmax + 1, (og, k))), b.const(rng.integers(-99999, 99999, og)))
@@ -38,7 +38,7 @@ def wide_dense(draw) -> Case:
         y = b.op("requant", b.op("add", y, b.op("requant", x, b.const([1]), shift=0, bits=12) if og == k else y),
                  b.const([3]), shift=2, bits=12)
     lim = (1 << (xbits - 1)) - 1
-    return Case(b.build(y), {"x": rng.integers(-lim, lim + 1, (n, *seq, k)).astype(np.int16)})
+    return Case(b.build(y), {"x": rng.integers(-lim, lim + 1, (n, *seq, k)).astype(np.int8 if xbits <= 8 else np.int16)})
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)

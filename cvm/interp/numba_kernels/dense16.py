@@ -124,13 +124,22 @@ def dense_vnni16(x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1):
         out_rows(s, nrows, out, r0, 0, mult, mult2, ost, res)
 
 
+@njit(cache=True, nogil=True)
+def widen_rows(x, out):
+    """out = x as int16: an int8 input of a layer whose weights are wider than int8 (the kernel reads int16)."""
+    for r in range(x.shape[0]):
+        src, dst = x[r], out[r]
+        for i in range(x.shape[1]):
+            dst[i] = src[i]
+
+
 def eligible(rows: np.ndarray, x_dtype, groups: int, geom: dict) -> bool:
     """A dense layer, or a 1x1 conv with stride 1 and no padding (a dense layer over the pixels of the
-    channels-last input), of int16 activations whose weights fit int16; the int32 proof is the caller's (the
-    "i32" path's)."""
+    channels-last input), of int16 activations (or int8 ones, widened first: a layer whose weights are wider
+    than the VNNI path's int8) whose weights fit int16; the int32 proof is the caller's (the "i32" path's)."""
     pointwise = geom["kh"] == geom["kw"] == 1 and geom["sh"] == geom["sw"] == 1 and \
         geom["pt"] == geom["pl"] == geom["pb"] == geom["pr"] == 0
-    return (pointwise and groups == 1 and np.dtype(x_dtype) == np.int16 and rows.shape[1] >= 2
+    return (pointwise and groups == 1 and np.dtype(x_dtype) in (np.int8, np.int16) and rows.shape[1] >= 2
             and rows.min() >= -32768 and rows.max() <= 32767)
 
 

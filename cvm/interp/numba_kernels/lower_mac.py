@@ -232,8 +232,16 @@ def _prepare_vnni16(p: Planner, m: Gemm) -> KernelCall:
     bias = np.zeros(len(last), np.int32)
     bias[:og] = m.bias
     mult, mult2, params = m.tail
+    if m.x.dtype == np.int16:
+        return KernelCall(dense16.dense_vnni16, (wp, last, bias, mult[0], mult2[0], params), m.portable_geo(),
+                          dense16.BLOCK_ROWS, first=lambda x4: (x4.reshape(-1, k), []))
+
+    def widened(x4):  # an int8 input: copied to int16 before each run
+        x2 = x4.reshape(-1, k)
+        buf = np.empty(x2.shape, np.int16)
+        return buf, [(dense16.widen_rows, (x2, buf))]
     return KernelCall(dense16.dense_vnni16, (wp, last, bias, mult[0], mult2[0], params), m.portable_geo(),
-                      dense16.BLOCK_ROWS, first=lambda x4: (x4.reshape(-1, k), []))
+                      dense16.BLOCK_ROWS, 2 * int(np.prod(m.x.shape)), widened)
 
 
 PREPARE = {"vnni": _prepare_vnni, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32,
