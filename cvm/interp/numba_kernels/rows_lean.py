@@ -12,8 +12,8 @@ verifier proved fits it), then every stage is int64, and each lut reads the tabl
 value minus the table's offset. The loop is picked once per call from the output step's fields, so
 that the cases without a lut keep a branch-free inner loop.
 
-The whole-plan runner calls them in place of the originals (fused_scratch.translate); the per-step
-path keeps fused.py. numba's cache keys a kernel by its own file only: after a change to the output
+The whole-plan runner calls them in place of the originals (fused_scratch.translate for the one-row
+row kernels, `translate` below for the rest); the per-step path keeps the originals, their plain twins. numba's cache keys a kernel by its own file only: after a change to the output
 step's layout (kargs.OST) or its arithmetic (conv.out_rows, which finish_rows repeats), change this
 file to match; after a change to dense16._block (which dense16_rows_l inlines), touch this file.
 """
