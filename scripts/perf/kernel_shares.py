@@ -1,0 +1,85 @@
+"""What each kernel kind costs inside one model's whole-plan program: the program is bound once as
+is, then once per kernel kind with that kind's calls replaced by an empty kernel of the same
+arguments; the difference of the medians (interleaved rounds, one thread, thread CPU) is that kind's
+share. Shares overlap a little (an emptied kernel leaves its output unwritten, which changes what the
+next ones read), so they need not add up to the whole.
+
+    python scripts/perf/kernel_shares.py MODEL.cvm [--batch 1] [--calls 1000] [--rounds 5]
+
+Only for models whose kernels read nothing as an index unclamped (the recurrent fixtures at batch 1):
+a lookup that reads an unwritten buffer may read outside its table.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@njit(cache=True, nogil=True)
+def noop(*args):
+    """An empty kernel (the generated step imports it from this module by name)."""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+    import cvm
+    import kernel_shares  # this file under its module name, so that the generated steps import noop
+    from cvm.interp import numba as nb
+    from cvm.interp.numba_kernels import wholeplan_ops
+    model = cvm.load(a.model)
+    inp = model.inputs[0]
+    lim = (1 << (inp.bits - 1)) - 1
+    x = np.random.default_rng(0).integers(-lim, lim + 1, (a.batch,) + tuple(inp.shape[1:])).astype(inp.dtype)
+    orig, seen = wholeplan_ops.translate, collections.Counter()
+
+    def emptying(target):
+        def translate(fn, args):
+            out = []
+            for f, fa in orig(fn, args):
+                name = getattr(f, "__name__", str(f))
+                seen[name] += 1
+                out.append((kernel_shares.noop, fa) if name == target else (f, fa))
+            return out
+        return translate
+
+    runners = []
+    for target in [None]:
+        wholeplan_ops.translate = emptying(target)
+        r = nb.prepare(model.graph, model.analysis, threads=1)
+        r({inp.name: x})
+        runners.append(("whole", r))
+    kinds = dict(seen)
+    for kind in kinds:
+        wholeplan_ops.translate = emptying(kind)
+        r = nb.prepare(model.graph, model.analysis, threads=1)
+        r({inp.name: x})
+        runners.append((kind, r))
+    wholeplan_ops.translate = orig
+    times = collections.defaultdict(list)
+    for _ in range(a.rounds):
+        for name, r in runners:
+            t = time.thread_time()
+            for _ in range(a.calls):
+                r({inp.name: x})
+            times[name].append((time.thread_time() - t) / a.calls * 1e6)
+    whole = np.median(times["whole"])
+    print(f"{Path(a.model).name} batch {a.batch}: whole run {whole:.1f} us")
+    for kind, n in kinds.items():
+        print(f"   {kind:24s} x{n:4d}  {whole - np.median(times[kind]):6.1f} us")
+
+
+if __name__ == "__main__":
+    main()
