@@ -15,10 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import cvm
 from cvm.interp import numba as nb
 from cvm.interp import reference
-from cvm.interp.numba_kernels import dense16, fused, fused_scratch, rows_lean
+from cvm.interp.numba_kernels import dense16, fused, rows_lean
 from cvm.interp.numba_kernels.plan import OPEN_HI, OPEN_LO, OutputStep
 from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
 from cvm.interp.numba_kernels.rows_lean import (copy_rows_f, copy_rows_l, dense16_rows_l, dense_rows_l, mul_rows_f,
@@ -151,18 +150,28 @@ def test_dense16_rows_equal_dense_vnni16(case):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.fixture(scope="module")
+def converted():
+    """name -> the recurrent fixture converted from its ONNX (cached for the module)."""
+    from mrt.pipeline import convert
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            calib = np.load(ROOT / "fixtures/data" / f"{name}_calib.npz")["x"]
+            cache[name] = convert(ROOT / "fixtures/models" / f"{name}.onnx", calib, progress=False)
+        return cache[name]
+    return get
+
+
 @pytest.mark.parametrize("lean", [True, False])
 @pytest.mark.parametrize("name", ["rnn_sunspots_lstm", "rnn_digits_gru"])
-def test_recurrent_fixture_through_each_twin_matches_reference(name, lean, monkeypatch):
+def test_recurrent_fixture_through_each_twin_matches_reference(name, lean, monkeypatch, converted):
     """Both twins the whole-plan runner may pick for the fused row kernels (one pass, or the scratch
-    twins) run the fixture at batch 1 and 3 as the reference does, on every ISA."""
-    path = next((p for p in (ROOT / "fixtures/models" / f"{name}.cvm", ROOT / ".cache/models" / f"{name}.cvm")
-                 if p.exists()), None)
-    if path is None:
-        pytest.skip(f"{name}.cvm not converted (mrt convert fixtures/models/{name}.onnx)")
-    monkeypatch.setattr(fused_scratch, "LEAN", lean)
+    twins) and the originals (lean off) run the fixture, converted with today's defaults, at batch 1 and 3
+    as the reference does, on every ISA."""
     monkeypatch.setattr(rows_lean, "LEAN", lean)
-    model = cvm.load(path)
+    model = converted(name)
     spec = model.inputs[0]
     lim = (1 << (spec.bits - 1)) - 1
     for batch in (1, 3):

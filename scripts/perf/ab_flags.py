@@ -6,10 +6,9 @@ thread, this thread's CPU time, so that a shared machine's load affects both sid
     python scripts/perf/ab_flags.py MODEL.cvm MODULE.FLAG[,MODULE.FLAG...] [--isa auto] [--batches 1 8]
         [--calls 2000 500] [--rounds 7] [--no-ref] [--data inputs.npz [--prefix P]]
 
-e.g. the whole-plan runner's small-call twins (rows_lean.py) and the one-pass row twins:
+e.g. the whole-plan runner's small-call twins (rows_lean.py):
 
-    python scripts/perf/ab_flags.py /tmp/lstm.cvm \\
-        cvm.interp.numba_kernels.fused_scratch.LEAN,cvm.interp.numba_kernels.rows_lean.LEAN
+    python scripts/perf/ab_flags.py /tmp/lstm.cvm cvm.interp.numba_kernels.rows_lean.LEAN
 """
 from __future__ import annotations
 

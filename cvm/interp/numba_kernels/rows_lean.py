@@ -12,8 +12,9 @@ verifier proved fits it), then every stage is int64, and each lut reads the tabl
 value minus the table's offset. The loop is picked once per call from the output step's fields, so
 that the cases without a lut keep a branch-free inner loop.
 
-The whole-plan runner calls them in place of the originals (fused_scratch.translate for the one-row
-row kernels, `translate` below for the rest); the per-step path keeps the originals, their plain twins. numba's cache keys a kernel by its own file only: after a change to the output
+The whole-plan runner calls them in place of the originals (`translate_row` for the fused row kernels,
+`translate` for the dense layers); the per-step path keeps the originals, their plain twins. LEAN = False
+turns every twin off (the originals run in the program: kept for in-process A/B, scripts/perf/ab_flags.py). numba's cache keys a kernel by its own file only: after a change to the output
 step's layout (kargs.OST) or its arithmetic (conv.out_rows, which finish_rows repeats), change this
 file to match; after a change to dense16._block (which dense16_rows_l inlines), touch this file.
 """
@@ -23,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from .dense16 import BLOCK_ROWS as DENSE16_BLOCK_ROWS, _block as _block16, dense_vnni16
-from .fused import BLOCK_ROWS
+from .fused import BLOCK_ROWS, copy_rows, mul_rows
 from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, RND, RND2, SHIFT, SHIFT2
 
 
@@ -169,8 +170,8 @@ def dense16_rows_l(x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1, s
 
 @njit(cache=True, nogil=True)
 def mul_rows_f(x, sc, mult, mult2, ost, res, out, hw, b0, b1, s):
-    """fused_scratch.mul_rows_s (fused.mul_rows, scratch passed in) with finish_rows as the output
-    step: the products into the scratch (a loop that vectorizes), then the output step."""
+    """fused.mul_rows with its scratch passed in (allocated once, when the call is bound) and finish_rows
+    as the output step: the products into the scratch (a loop that vectorizes), then the output step."""
     c = x.shape[1]
     for blk in range(b0, b1):
         r0 = blk * BLOCK_ROWS
@@ -185,7 +186,7 @@ def mul_rows_f(x, sc, mult, mult2, ost, res, out, hw, b0, b1, s):
 
 @njit(cache=True, nogil=True)
 def copy_rows_f(x, mult, mult2, ost, res, out, c0, b0, b1, s):
-    """fused_scratch.copy_rows_s (fused.copy_rows, scratch passed in) with finish_rows."""
+    """fused.copy_rows with its scratch passed in and finish_rows as the output step."""
     c = x.shape[1]
     for blk in range(b0, b1):
         r0 = blk * BLOCK_ROWS
@@ -197,25 +198,30 @@ def copy_rows_f(x, mult, mult2, ost, res, out, c0, b0, b1, s):
         finish_rows(s, nrows, out, r0, c0, mult, mult2, ost, res)
 
 
-LEAN = True  # use the twins (False: the whole-plan runner's earlier choice; kept for A/B)
-LEAN_F = True  # mul_rows_f / copy_rows_f in place of the scratch twins (False: kept for A/B)
-LEAN16 = True  # dense16_rows_l in place of dense16.dense_vnni16 (False: kept for A/B)
-MAX_ROWS = 1  # the twins serve calls of at most this many rows (measured: at batch 8 the scratch
-# twins, whose requant pass vectorizes, were as fast or faster)
-
-
+LEAN = True  # use the twins (False: the originals, for in-process A/B)
+MAX_ROWS = 1  # the one-pass row twins serve calls of at most this many rows; larger ones take the scratch
+# twins (measured: at batch 8 those, whose requant pass vectorizes, were as fast or faster)
 MAX_DENSE_K = 4  # dense_rows_l up to this many inputs (K = 1: 250 -> 160 ns for 128 outputs; K = 32,
 # where its weight reads are strided: 410 -> 1180 ns, measured in a compiled loop)
+
+
+def translate_row(fn, args) -> tuple | None:
+    """The twin call for a fused.mul_rows / copy_rows call, else None: one pass for a row, or the same
+    loops on a scratch allocated here, once, with finish_rows."""
+    if not LEAN or (fn is not mul_rows and fn is not copy_rows):
+        return None
+    if args[0].shape[0] <= MAX_ROWS:
+        return (mul_rows_l if fn is mul_rows else copy_rows_l), args
+    x = args[0]
+    s = np.empty((min(BLOCK_ROWS, x.shape[0]), x.shape[1]), np.int32)
+    return (mul_rows_f if fn is mul_rows else copy_rows_f), (*args, s)
 
 
 def translate(call: tuple) -> tuple:
     """call (fn, args), as the whole-plan runner translated it, or its one-pass twin."""
     from .gemv_i32 import dense_rows_i32
-    from .fused_scratch import copy_rows_s, mul_rows_s
     fn, args = call
-    if LEAN and LEAN_F and (fn is mul_rows_s or fn is copy_rows_s):
-        return (mul_rows_f if fn is mul_rows_s else copy_rows_f), args
-    if LEAN and LEAN16 and fn is dense_vnni16 and args[8].shape[0] <= DENSE16_BLOCK_ROWS and tuple(args[10:12]) == (0, 1):
+    if LEAN and fn is dense_vnni16 and args[8].shape[0] <= DENSE16_BLOCK_ROWS and tuple(args[10:12]) == (0, 1):
         return dense16_rows_l, (*args, np.empty((args[8].shape[0], args[3].shape[0]), np.int32))
     if LEAN and fn is dense_rows_i32 and args[1].shape[2] <= MAX_DENSE_K:
         return dense_rows_l, args

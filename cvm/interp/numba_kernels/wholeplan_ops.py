@@ -1,7 +1,8 @@
 """The numpy calls of the per-step path as compiled kernels, for the whole-plan runner (a numpy call
 would split its program): add / sub / mul with broadcasting, the tensor division (div_round.py), and concat; and in place of kernels
 that are slow on a few values, a slice (take_axis) as runs, a VNNI dense of a few pixels as
-gemv_vnni's kernel (gemv_i32's for the portable int32 one), the fused row kernels with their scratch allocated once (fused_scratch).
+gemv_vnni's kernel (gemv_i32's for the portable int32 one), the fused row kernels and small dense layers
+as their small-call twins (rows_lean).
 
 The per-step path runs add / sub / mul as `np.<ufunc>(a, b, out, dtype=calc, casting="unsafe")`
 (lower_ops); `translate` turns such a call into `binary(op, a, b, sa, sb, out)` when every operand is
@@ -80,7 +81,7 @@ def take_runs(x, start, step, inner, out):
 
 def translate(fn, args) -> list:
     """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place."""
-    from . import div_round, fused_scratch, gemv_i32, gemv_vnni, rows_lean
+    from . import div_round, gemv_i32, gemv_vnni, rows_lean
     from .elementwise import take_axis
     from .lower_ops import _concat
     if fn is _concat:
@@ -89,7 +90,7 @@ def translate(fn, args) -> list:
         x, start, step, out = args
         return [(take_runs, (x.reshape(x.shape[0], -1), start, step, out.shape[2], out.reshape(out.shape[0], -1)))]
     if (small := gemv_vnni.translate(fn, args) or gemv_i32.translate(fn, args)
-            or fused_scratch.translate(fn, args)) is not None:
+            or rows_lean.translate_row(fn, args)) is not None:
         return [rows_lean.translate(small)]
     if (division := div_round.translate(fn, args, _strides, RANK)) is not None:
         return [division]
