@@ -2,7 +2,8 @@
 kernel (dw_vnni.conv_dw_vnni, "dwvnni") where this machine has VNNI, and its plain twins (the
 "depthwise" kernels, every ISA), serial and split between threads; int8 inputs and unsigned ones
 (proven in 0..255, stored int16: ReLU6 outputs), any channel count (padded to 16 inside), kernels
-of 1 to 7 taps a side, strides, dilations and pads, outputs narrower than a tile of 4 pixels.
+of 1 to 7 taps a side, strides, dilations and pads, outputs narrower than a tile of 4 pixels; channels
+a multiple of 16 with an output step of requant and clamps only (stored from the accumulators).
 
 Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples (default 1000, as CI runs)."""
 from __future__ import annotations
@@ -21,7 +22,8 @@ from test_numba_fusion import SETTINGS, EXAMPLES
 @st.composite
 def depthwise_case(draw):
     b = cvm.GraphBuilder()
-    c = draw(st.one_of(st.integers(1, 20), st.integers(30, 70)))
+    c = draw(st.one_of(st.integers(1, 20), st.integers(30, 70), st.sampled_from([16, 32, 48, 64])))  # x16: the
+    # output step on the accumulators (dw_vnni's direct stores)
     kh, kw = draw(st.integers(1, 7)), draw(st.integers(1, 7))
     sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
