@@ -23,7 +23,7 @@ from numba.core.dispatcher import Dispatcher
 from ..ir import Graph
 from ..ops import by_opset, derive
 from ..verify import Analysis
-from .numba_kernels import lower_mac, lower_ops, lower_text, lower_vision, plan, wholeplan
+from .numba_kernels import buffers, lower_mac, lower_ops, lower_text, lower_vision, plan, wholeplan
 from .numba_kernels import threads as threads_
 from .numba_kernels.layout import canonical
 
@@ -78,15 +78,16 @@ class _Bound:
         env = {name: np.empty((batch,) + p.values[name].stored, p.values[name].dtype) for name in
                (i.name for i in p.graph.inputs)}
         self.inputs = [(name, env[name]) for name in env]
-        self.nbytes = sum(a.nbytes for a in env.values())
+        pooled, pool_bytes = buffers.pack(p.steps, env, outputs.values(), batch)  # (liveness)
+        self.nbytes = sum(a.nbytes for a in env.values()) + pool_bytes
         calls = []
         for step in p.steps:
             ins = [env[n] for n in step.inputs]
             if (v := step.bound_view(ins)) is not None:
                 env[step.output] = v
                 continue
-            out = np.empty((batch,) + step.value.stored, step.value.dtype)
-            self.nbytes += out.nbytes + batch * step.scratch
+            out = pooled[step.output]
+            self.nbytes += batch * step.scratch
             calls.extend(step.bind(ins, out))
             env[step.output] = out
         self.outputs = [(name, canonical(env[stored], p.values[stored])) for name, stored in outputs.items()]

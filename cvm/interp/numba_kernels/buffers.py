@@ -1,0 +1,71 @@
+"""Activation buffers of one bound batch size, packed by liveness into one byte pool.
+
+A bound set used to hold one buffer per step output for the whole run: ConvNeXt-Tiny at batch 8 needs
+1,119 MiB that way, over the buffer cache's bound (numba.MAX_BOUND_BYTES, so every call allocated and
+faulted in a fresh gigabyte) and over the whole-plan runner's (numba.WHOLEPLAN_MAX_BYTES, so it ran
+per step). A value is only needed from the step that writes it to the last step that reads it (or a
+view of it), so buffers whose lifetimes do not meet can share bytes: here each gets an offset in one
+pool, placed greedily by size (largest first, at the lowest offset free over its whole lifetime: the
+usual arena planner of inference runtimes).
+
+Exactness: a kernel writes every element of its output before a later step reads it, so what a buffer
+held before (another value's bytes instead of np.empty's garbage) is never read; the tests and
+scripts/perf/check_equal.py hold the packed sets to the reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+ALIGN = 64  # every buffer starts on a cache line (the kernels' aligned loads, as with np.empty)
+
+
+def pack(steps, inputs: dict, keep, batch: int) -> tuple[dict, int]:
+    """steps: the plan's steps in run order (each with its output's stored shape and dtype); inputs: the
+    graph inputs' arrays by name (not packed: a run copies into them); keep: names read after the run
+    (the outputs). Returns ({step output name: array in the pool}, the pool's bytes) for the outputs
+    that are not views of their input."""
+    env = dict(inputs)
+    root, spans, order = {}, {}, []  # value -> the buffer it lives in; buffer -> [first, last, bytes]
+    for i, step in enumerate(steps):
+        ins = [env[n] for n in step.inputs]
+        for n in step.inputs:
+            if (r := root.get(n)) is not None:
+                spans[r][1] = i
+        shape = (batch,) + tuple(step.value.stored)
+        dtype = np.dtype(step.value.dtype)
+        if (v := step.bound_view(ins)) is not None:  # (the views' layout, seen on untouched np.empty pages)
+            env[step.output] = v
+            if (r := root.get(step.inputs[0])) is not None:
+                root[step.output] = r
+            continue
+        env[step.output] = np.empty(shape, dtype)
+        root[step.output] = step.output
+        spans[step.output] = [i, i, int(np.prod(shape)) * dtype.itemsize, shape, dtype]
+        order.append(step.output)
+    for n in keep:
+        if (r := root.get(n)) is not None:
+            spans[r][1] = len(steps)
+    offsets, size = place([(spans[n][0], spans[n][1], spans[n][2]) for n in order])
+    pool = np.empty(size + ALIGN, np.uint8)
+    start = (-pool.ctypes.data) % ALIGN
+    arrays = {n: np.ndarray(spans[n][3], spans[n][4], buffer=pool, offset=start + off)
+              for n, off in zip(order, offsets)}
+    return arrays, size
+
+
+def place(buffers: list[tuple[int, int, int]]) -> tuple[list[int], int]:
+    """buffers: (first step, last step, bytes), lifetimes inclusive. Returns each one's offset (a
+    multiple of ALIGN) such that no two whose lifetimes meet share a byte, and the bytes spanned."""
+    offsets = [0] * len(buffers)
+    placed = []  # (offset, end, first, last)
+    for j in sorted(range(len(buffers)), key=lambda k: (-buffers[k][2], k)):
+        first, last, nbytes = buffers[j]
+        busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
+        off = 0
+        for o, e in busy:
+            if off + nbytes <= o:
+                break
+            off = max(off, -(-e // ALIGN) * ALIGN)
+        offsets[j] = off
+        placed.append((off, off + nbytes, first, last))
+    return offsets, max((e for _, e, _, _ in placed), default=0)
