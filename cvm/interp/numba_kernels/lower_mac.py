@@ -14,7 +14,7 @@ Path per node, from the proven input interval and the actual weights and bias:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -139,6 +139,9 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
     z = vnni_offset(m.x)
     b[:, :og] = (m.bias - z * m.rows.sum(axis=1)).reshape(g, og)
     min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
+    args = (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail)
+    if vnni.reads_in_place(m.x.dtype, gm, geo):
+        return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS)
 
     def first(x4):
         n = x4.shape[0]
@@ -147,8 +150,7 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
         pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * c, z), n * hp,
                           min_pad_rows)
         return xp.reshape(n, hp, wp, c), [pad]
-    return KernelCall(vnni.conv_vnni, (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail), geo,
-                      vnni.BLOCK_ROWS, hp * wp * c, first)
+    return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS, hp * wp * c, first)
 
 
 DW_ROWS_MAX_CHANNELS = 64  # conv_depthwise_rows measured 1.7-2x faster at 32 channels, equal at 144
@@ -244,7 +246,24 @@ def _prepare_vnni16(p: Planner, m: Gemm) -> KernelCall:
                       dense16.BLOCK_ROWS, 2 * int(np.prod(m.x.shape)), widened)
 
 
-PREPARE = {"vnni": _prepare_vnni, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32,
+DIRECT = True  # vnni_direct for the VNNI convs it can run (False: conv_vnni everywhere, for A/B)
+
+
+def _prepare_vnni_direct(p: Planner, m: Gemm) -> KernelCall:
+    """The "vnni" path; conv_vnni_direct in place of conv_vnni where its output step has no
+    residual or lookup (vnni_direct.eligible): the same arguments, the multipliers padded."""
+    from . import vnni_direct
+    call = _prepare_vnni(p, m)
+    og = m.shape[1]
+    mult, mult2, params = m.tail
+    if not (DIRECT and vnni_direct.eligible(og, params, m.gm["oh"] * m.gm["ow"])):
+        return call
+    wp, bias = call.args[:2]
+    args = (wp, bias, vnni_direct.pad_mult(mult, bias.shape[1]), mult2, params)
+    return replace(call, kern=vnni_direct.conv_vnni_direct, args=args)
+
+
+PREPARE = {"vnni": _prepare_vnni_direct, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32,
            "i64": _prepare_i64, "vnni16": _prepare_vnni16}
 
 
@@ -288,7 +307,7 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     label = f"{label}[{path}]" + ("+" + fused if fused else "")
     x4shape = (geom["h"], geom["w"], geom["c"])
-    out_value = p.spec_value(ostep.output, out_layout)
+    out_value = p.unsigned_storage(ostep.output, p.spec_value(ostep.output, out_layout))
 
     def bind(ins, out):
         src, calls = call.first(ins[0].reshape((-1,) + x4shape))

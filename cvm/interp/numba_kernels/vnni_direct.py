@@ -1,0 +1,234 @@
+"""The VNNI GEMM (vnni.py) with its output step run on the accumulators in registers: each tile
+requantizes, clamps and stores its outputs directly (simd_step.step_store), with no int32 scratch
+and no second pass (conv.out_rows).
+
+Why: with few input channels (MobileNetV2's 1x1 convs, K = 16-32) a tile's 24 vpdpbusd are as few as
+its 24 stores to the scratch, and the output step then reads every accumulator back: measured on
+MobileNetV2's 112x112 16 -> 96 conv, the GEMM alone 0.114 ms (a third of the vpdpbusd peak) and the
+output step alone 0.129 ms. Only for output steps without a residual or a lookup table (requant and
+clamps, or none): y = clip(floor((acc * mult + rnd) / 2^shift), lo, hi), the same int64 expression
+out_rows evaluates, so the outputs are the same bits.
+
+Same input (the padded uint8 copy, vnni.to_padded_u8), packed weights, bias and geometry as
+vnni.conv_vnni, and the same tiles (6 pixels x 64 channels, 8 x 32 for the last two panels); mult is
+padded to the panels (groups, nv * 16) so that a tile reads 16 multipliers at once. A panel past the
+last output channel (og not a multiple of 16) is stored through a 16-lane buffer, and a partial last
+tile repeats its block's last pixel (the same value stored to the same row again). numba's cache keys
+a kernel by its own file only: touch this file after changing vnni.py's tiles or kargs.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .kargs import HAS_RESIDUAL, HI, LO, LUT1, RND, SHIFT, V_CG, V_GROUPS, V_OG, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
+from .simd import dpbusd, vbroadcast4, vload
+from .simd_step import step_store
+from .vnni import _pixel_bases, block_size
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _tile_6x4(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, rnd, shift, lo, hi):
+    """vnni._tile_6x4 for pixels a[m..m+5] (output rows rows[m..m+5]), stored through the output step."""
+    useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
+    ld = out.shape[1]
+    a0, a1, a2, a3, a4, a5 = a[m], a[m + 1], a[m + 2], a[m + 3], a[m + 4], a[m + 5]
+    c00, c01, c02, c03 = vload(bias, n0), vload(bias, n0 + 16), vload(bias, n0 + 32), vload(bias, n0 + 48)
+    c10, c11, c12, c13 = c00, c01, c02, c03
+    c20, c21, c22, c23 = c00, c01, c02, c03
+    c30, c31, c32, c33 = c00, c01, c02, c03
+    c40, c41, c42, c43 = c00, c01, c02, c03
+    c50, c51, c52, c53 = c00, c01, c02, c03
+    w0 = wbase
+    for u in range(useg):
+        for v in range(vseg):
+            off = u * ustride + v * vstride
+            p0, p1, p2, p3, p4, p5 = a0 + off, a1 + off, a2 + off, a3 + off, a4 + off, a5 + off
+            for t in range(seg4):
+                b0, b1 = vload(wp, w0), vload(wp, w0 + ldw)
+                b2, b3 = vload(wp, w0 + 2 * ldw), vload(wp, w0 + 3 * ldw)
+                x = vbroadcast4(xp, p0 + 4 * t)
+                c00, c01, c02, c03 = dpbusd(c00, x, b0), dpbusd(c01, x, b1), dpbusd(c02, x, b2), dpbusd(c03, x, b3)
+                x = vbroadcast4(xp, p1 + 4 * t)
+                c10, c11, c12, c13 = dpbusd(c10, x, b0), dpbusd(c11, x, b1), dpbusd(c12, x, b2), dpbusd(c13, x, b3)
+                x = vbroadcast4(xp, p2 + 4 * t)
+                c20, c21, c22, c23 = dpbusd(c20, x, b0), dpbusd(c21, x, b1), dpbusd(c22, x, b2), dpbusd(c23, x, b3)
+                x = vbroadcast4(xp, p3 + 4 * t)
+                c30, c31, c32, c33 = dpbusd(c30, x, b0), dpbusd(c31, x, b1), dpbusd(c32, x, b2), dpbusd(c33, x, b3)
+                x = vbroadcast4(xp, p4 + 4 * t)
+                c40, c41, c42, c43 = dpbusd(c40, x, b0), dpbusd(c41, x, b1), dpbusd(c42, x, b2), dpbusd(c43, x, b3)
+                x = vbroadcast4(xp, p5 + 4 * t)
+                c50, c51, c52, c53 = dpbusd(c50, x, b0), dpbusd(c51, x, b1), dpbusd(c52, x, b2), dpbusd(c53, x, b3)
+                w0 += 64
+    o = rows[m] * ld + c0 + n0
+    step_store(out, o, c00, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c01, mult, n0 + 16, rnd, shift, lo, hi)
+    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 32, c02, mult, n0 + 32, rnd, shift, lo, hi)
+    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 48, c03, mult, n0 + 48, rnd, shift, lo, hi)
+    o = rows[m + 1] * ld + c0 + n0
+    step_store(out, o, c10, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c11, mult, n0 + 16, rnd, shift, lo, hi)
+    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 32, c12, mult, n0 + 32, rnd, shift, lo, hi)
+    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 48, c13, mult, n0 + 48, rnd, shift, lo, hi)
+    o = rows[m + 2] * ld + c0 + n0
+    step_store(out, o, c20, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c21, mult, n0 + 16, rnd, shift, lo, hi)
+    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 32, c22, mult, n0 + 32, rnd, shift, lo, hi)
+    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 48, c23, mult, n0 + 48, rnd, shift, lo, hi)
+    o = rows[m + 3] * ld + c0 + n0
+    step_store(out, o, c30, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c31, mult, n0 + 16, rnd, shift, lo, hi)
+    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 32, c32, mult, n0 + 32, rnd, shift, lo, hi)
+    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 48, c33, mult, n0 + 48, rnd, shift, lo, hi)
+    o = rows[m + 4] * ld + c0 + n0
+    step_store(out, o, c40, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c41, mult, n0 + 16, rnd, shift, lo, hi)
+    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 32, c42, mult, n0 + 32, rnd, shift, lo, hi)
+    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 48, c43, mult, n0 + 48, rnd, shift, lo, hi)
+    o = rows[m + 5] * ld + c0 + n0
+    step_store(out, o, c50, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c51, mult, n0 + 16, rnd, shift, lo, hi)
+    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 32, c52, mult, n0 + 32, rnd, shift, lo, hi)
+    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 48, c53, mult, n0 + 48, rnd, shift, lo, hi)
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _tile_8x2(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, rnd, shift, lo, hi):
+    """vnni._tile_8x2 for pixels a[m..m+7], stored through the output step."""
+    useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
+    ld = out.shape[1]
+    a0, a1, a2, a3, a4, a5, a6, a7 = a[m], a[m + 1], a[m + 2], a[m + 3], a[m + 4], a[m + 5], a[m + 6], a[m + 7]
+    c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
+    c10, c11, c20, c21, c30, c31 = c00, c01, c00, c01, c00, c01
+    c40, c41, c50, c51, c60, c61, c70, c71 = c00, c01, c00, c01, c00, c01, c00, c01
+    w0 = wbase
+    for u in range(useg):
+        for v in range(vseg):
+            off = u * ustride + v * vstride
+            p0, p1, p2, p3 = a0 + off, a1 + off, a2 + off, a3 + off
+            p4, p5, p6, p7 = a4 + off, a5 + off, a6 + off, a7 + off
+            for t in range(seg4):
+                b0, b1 = vload(wp, w0), vload(wp, w0 + ldw)
+                x = vbroadcast4(xp, p0 + 4 * t)
+                c00, c01 = dpbusd(c00, x, b0), dpbusd(c01, x, b1)
+                x = vbroadcast4(xp, p1 + 4 * t)
+                c10, c11 = dpbusd(c10, x, b0), dpbusd(c11, x, b1)
+                x = vbroadcast4(xp, p2 + 4 * t)
+                c20, c21 = dpbusd(c20, x, b0), dpbusd(c21, x, b1)
+                x = vbroadcast4(xp, p3 + 4 * t)
+                c30, c31 = dpbusd(c30, x, b0), dpbusd(c31, x, b1)
+                x = vbroadcast4(xp, p4 + 4 * t)
+                c40, c41 = dpbusd(c40, x, b0), dpbusd(c41, x, b1)
+                x = vbroadcast4(xp, p5 + 4 * t)
+                c50, c51 = dpbusd(c50, x, b0), dpbusd(c51, x, b1)
+                x = vbroadcast4(xp, p6 + 4 * t)
+                c60, c61 = dpbusd(c60, x, b0), dpbusd(c61, x, b1)
+                x = vbroadcast4(xp, p7 + 4 * t)
+                c70, c71 = dpbusd(c70, x, b0), dpbusd(c71, x, b1)
+                w0 += 64
+    o = rows[m] * ld + c0 + n0
+    step_store(out, o, c00, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c01, mult, n0 + 16, rnd, shift, lo, hi)
+    o = rows[m + 1] * ld + c0 + n0
+    step_store(out, o, c10, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c11, mult, n0 + 16, rnd, shift, lo, hi)
+    o = rows[m + 2] * ld + c0 + n0
+    step_store(out, o, c20, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c21, mult, n0 + 16, rnd, shift, lo, hi)
+    o = rows[m + 3] * ld + c0 + n0
+    step_store(out, o, c30, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c31, mult, n0 + 16, rnd, shift, lo, hi)
+    o = rows[m + 4] * ld + c0 + n0
+    step_store(out, o, c40, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c41, mult, n0 + 16, rnd, shift, lo, hi)
+    o = rows[m + 5] * ld + c0 + n0
+    step_store(out, o, c50, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c51, mult, n0 + 16, rnd, shift, lo, hi)
+    o = rows[m + 6] * ld + c0 + n0
+    step_store(out, o, c60, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c61, mult, n0 + 16, rnd, shift, lo, hi)
+    o = rows[m + 7] * ld + c0 + n0
+    step_store(out, o, c70, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
+        step_store(out, o + 16, c71, mult, n0 + 16, rnd, shift, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def conv_vnni_direct(xp, wp, bias, multp, mult2, ost, res, out, geo, b0, b1):
+    """Output pixel blocks b0..b1 (vnni.block_size pixels each), as vnni.conv_vnni (the same
+    arguments) for an output step with no residual or lookup (ost: kargs.OST; its requant and clamp
+    are applied; mult2 and res unused). multp: (groups, nv * 16) int64, the multipliers padded with
+    zeros; out: (N*OH*OW, groups*og), og a multiple of 16."""
+    rows = out.shape[0]
+    groups, cg, og = geo[V_GROUPS], geo[V_CG], geo[V_OG]
+    nv16 = bias.shape[1]
+    nv = nv16 // 16
+    ldw = wp.shape[1] // nv
+    n4 = nv - nv % 4
+    bs = block_size(rows)
+    bases = np.empty(bs + 8, np.int64)
+    a = np.empty(bs + 8, np.int64)
+    orow = np.empty(bs + 8, np.int64)
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    xf = xp.reshape(xp.size)
+    for blk in range(b0, b1):
+        r0 = blk * bs
+        nrows = min(bs, rows - r0)
+        if nrows <= 0:
+            continue
+        _pixel_bases(r0, nrows, geo, bases)
+        for t in range(nrows + 8):  # a partial last tile repeats the last pixel, stored to its row
+            orow[t] = r0 + min(t, nrows - 1)
+        for t in range(nrows, nrows + 8):
+            bases[t] = bases[nrows - 1]
+        for g in range(groups):
+            wg, bg, mg, off = wp[g], bias[g], multp[g], g * cg
+            for t in range(nrows + 8):
+                a[t] = bases[t] + off
+            for j in range(0, n4, 4):  # 4 weight panels stay in cache for the whole block
+                for m in range(0, nrows, 6):
+                    _tile_6x4(xf, a, m, geo, wg, j * ldw, ldw, bg, 16 * j, out, orow, g * og, og, mg, rnd, shift, lo, hi)
+            if n4 < nv:
+                for m in range(0, nrows, 8):
+                    _tile_8x2(xf, a, m, geo, wg, n4 * ldw, ldw, bg, 16 * n4, out, orow, g * og, og, mg, rnd, shift, lo, hi)
+
+
+def eligible(og: int, ost: np.ndarray, pixels: int) -> bool:
+    """Whether conv_vnni_direct can run a VNNI conv: og a multiple of 16 (a panel is stored whole or
+    not at all), an output step of requant and clamps only, and more pixels per sample than
+    gemv_vnni.MAX_ROWS (smaller convs keep padded_conv_vnni, which the whole-plan runner gives its
+    one-pixel kernel)."""
+    from .gemv_vnni import MAX_ROWS
+    return og % 16 == 0 and ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0 and pixels > MAX_ROWS
+
+
+def pad_mult(mult: np.ndarray, nv16: int) -> np.ndarray:
+    """(groups, og) int64 multipliers -> (groups, nv16), zeros past og (a tile reads 16 at a time)."""
+    out = np.zeros((mult.shape[0], nv16), np.int64)
+    out[:, :mult.shape[1]] = mult
+    return out
