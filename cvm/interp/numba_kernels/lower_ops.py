@@ -143,7 +143,7 @@ def lower_max_pool(p: Planner, index, node, attrs):
     x_name = p.in_layout(node.inputs[0], NHWC)
     (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = attrs["kernel"], attrs["strides"], attrs["dilations"], attrs["pads"]
     geo = pack(WINDOW, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl)
-    out_value = p.spec_value(node.output, NHWC)
+    out_value = p.unsigned_storage(node.output, p.spec_value(node.output, NHWC))
     c, oh, ow = out_value.shape
     min_rows = -(-PAR_MIN_TAPS // (ow * c * kh * kw))
 

@@ -24,6 +24,8 @@ from .threads import Pool
 
 CHANNELS_LAST_LOOP_MAX_C = 64  # to_nhwc by elementwise.to_channels_last up to this many channels (3: 5x
 # faster than numpy's strided copy, 24: 1.35x), numpy's above (116-464 channels: 1.1-1.4x faster)
+U8_READERS = frozenset({"conv2d", "dense", "max_pool2d", "requant"})  # ops whose lowerings read a uint8
+# activation (Planner.unsigned_storage): numba kernels generic in the input dtype, which widen it first
 OPEN_LO, OPEN_HI = INT32_MIN, INT32_MAX  # "no clamp": every value a kernel clamps is a tensor value,
 # proven to fit int32 (the bounds reach int32 kernel arguments unchanged)
 
@@ -117,6 +119,19 @@ class Planner:
     def spec_value(self, name: str, layout: str = C) -> Value:
         info = self.analysis.tensors[name]
         return Value(tuple(info.shape), storage_dtype(info.bits), info.lo, info.hi, layout)
+
+    def unsigned_storage(self, name: str, value: Value) -> Value:
+        """`value` stored as uint8 where that is exact and every reader takes it: a tensor proven in
+        0..255 (a relu output) that is no graph output, read only as the activation of ops whose
+        lowerings accept any integer dtype (U8_READERS). Half the bytes of int16 written and read,
+        and a VNNI conv reads it as its uint8 input in place (lower_mac: no padded copy when it has
+        no padding). The values are the reference's: only their storage differs."""
+        if value.dtype.itemsize == 1 or not 0 <= value.lo <= value.hi <= 255 or name in self.graph.outputs:
+            return value
+        readers = [self.graph.nodes[j] for j in self.consumers.get(name, [])]
+        if not readers or any(r.op not in U8_READERS or r.inputs[0] != name or name in r.inputs[1:] for r in readers):
+            return value
+        return Value(value.shape, np.dtype(np.uint8), value.lo, value.hi, value.layout, value.chw)
 
     def const(self, name: str) -> np.ndarray | None:
         return self.graph.constants.get(name)
