@@ -20,6 +20,10 @@ and clamps: every MobileNetV2 depthwise conv), a tile's accumulators are requant
 and stored to `out` (simd_step.step_store, out_rows' int64 expression) instead of going through the
 int32 scratch and out_rows, whose per-row loop cost more than the taps at 32-144 channels: MobileNetV2's
 17 depthwise calls 1.166 -> 0.759 ms (batch 1, one process, thread CPU).
+conv_dw_vnni_in_place builds the same quads from the stored input itself where it is uint8 or int8
+with channels a multiple of 16 (no padded copy: rows and columns outside the input become z, an int8
+byte gets + 128, simd_step.vbits): the copy wrote and the kernel read a whole padded batch, which at
+batch 8 no longer fits the caches. MobileNetV2 whole runs 0.916x (batch 1), 0.864x (batch 8).
 
 wq: (nq*kw, cp) int32, four int8 weights per lane (byte t: tap (4k + t, v)), row k*kw + v;
 bias: (cp,) int32; mult, mult2: (1, C) int64; ost, res: the output step (conv.out_rows);
@@ -35,59 +39,125 @@ from .conv import out_rows
 from .kargs import D_C, D_DH, D_DW, D_HP, D_KH, D_KW, D_NQ, D_OH, D_OW, D_SH, D_SW, D_WP, HAS_RESIDUAL, HI, LO, LUT1, RND, \
     SHIFT
 from .simd import dpbusd, vload, vquad, vstore
-from .simd_step import step_store
+from .simd_step import step_store, vbits, vsplat
 
 SLACK = 64  # bytes after the padded input: a quad past the last channel reads past the last pixel
 
 
 @njit(cache=True, nogil=True)
 def conv_dw_vnni(xp, wq, bias, mult, mult2, ost, res, out, geo, b0, b1):
-    kh, kw, sh, sw, dh, dw = geo[D_KH], geo[D_KW], geo[D_SH], geo[D_SW], geo[D_DH], geo[D_DW]
-    oh, ow, hp, wpd, c, nq = geo[D_OH], geo[D_OW], geo[D_HP], geo[D_WP], geo[D_C], geo[D_NQ]
+    """Output image rows b0..b1 from the padded uint8 copy xp (vnni.to_padded_u8, SLACK after it)."""
+    nq, wpd, cp = geo[D_NQ], geo[D_WP], wq.shape[1]
+    s = np.empty((max(geo[D_OW], 4), cp), np.int32)  # a tile of 4 pixels where OW < 4 (extra rows unused)
+    q = np.empty(nq * wpd * cp + 4 * geo[D_SW] * cp, np.int32)  # and its reads past the row (times weight 0)
+    for row in range(b0, b1):
+        _quads_padded(xp, q, row, geo, cp)
+        _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row)
+
+
+@njit(cache=True, nogil=True)
+def conv_dw_vnni_in_place(x, wq, bias, mult, mult2, ost, pad, res, out, geo, b0, b1):
+    """conv_dw_vnni reading the stored input x itself (flat, (N, H, W, C) uint8 or int8, C a multiple
+    of 16: no quad reads past a row) instead of a padded copy: pad = (pt, pl, h, w, z)."""
+    nq, wpd, cp = geo[D_NQ], geo[D_WP], wq.shape[1]
+    s = np.empty((max(geo[D_OW], 4), cp), np.int32)
+    q = np.empty(nq * wpd * cp + 4 * geo[D_SW] * cp, np.int32)
+    for row in range(b0, b1):
+        _quads_in_place(x, q, row, geo, cp, pad)
+        _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row)
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _quads_padded(xp, q, row, geo, cp):
+    """Output row `row`'s tap quads from the padded copy: kernel rows 4k..4k+3 (past kh: the last again)."""
+    kh, sh, dh, oh, hp, wpd, c = geo[D_KH], geo[D_SH], geo[D_DH], geo[D_OH], geo[D_HP], geo[D_WP], geo[D_C]
+    n, i = row // oh, row % oh
+    for k in range(geo[D_NQ]):
+        a0 = ((n * hp + i * sh + min(4 * k, kh - 1) * dh) * wpd) * c
+        a1 = ((n * hp + i * sh + min(4 * k + 1, kh - 1) * dh) * wpd) * c
+        a2 = ((n * hp + i * sh + min(4 * k + 2, kh - 1) * dh) * wpd) * c
+        a3 = ((n * hp + i * sh + min(4 * k + 3, kh - 1) * dh) * wpd) * c
+        for z in range(wpd):
+            for cb in range(0, cp, 16):
+                e = z * c + cb
+                vstore(q, (k * wpd + z) * cp + cb, vquad(xp, a0 + e, a1 + e, a2 + e, a3 + e))
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _quads_in_place(x, q, row, geo, cp, pad):
+    """_quads_padded's quads built from the unpadded input: bytes of rows above or below the input,
+    and quads of columns left or right of it, are the padding value z; an int8 byte gets + 128."""
+    kh, sh, dh, oh, wpd, c = geo[D_KH], geo[D_SH], geo[D_DH], geo[D_OH], geo[D_WP], geo[D_C]
+    pt, pl, h, w, z = pad[0], pad[1], pad[2], pad[3], pad[4]
+    flip = 0x80808080 if z == 128 else 0
+    n, i = row // oh, row % oh
+    border = vsplat(z * 0x01010101)
+    for k in range(geo[D_NQ]):
+        keep, fill = 0, 0
+        a0 = a1 = a2 = a3 = n * h * w * c
+        for t in range(4):
+            r = i * sh + min(4 * k + t, kh - 1) * dh - pt
+            if 0 <= r < h:
+                keep |= 0xFF << (8 * t)
+                a = (n * h + r) * w * c
+                if t == 0:
+                    a0 = a
+                elif t == 1:
+                    a1 = a
+                elif t == 2:
+                    a2 = a
+                else:
+                    a3 = a
+            else:
+                fill |= z << (8 * t)
+        for zc in range(wpd):
+            col = zc - pl
+            base = (k * wpd + zc) * cp
+            if col < 0 or col >= w:
+                for cb in range(0, cp, 16):
+                    vstore(q, base + cb, border)
+                continue
+            for cb in range(0, cp, 16):
+                e = col * c + cb
+                vstore(q, base + cb, vbits(vquad(x, a0 + e, a1 + e, a2 + e, a3 + e), flip, keep, fill))
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row):
+    """Output row `row` from its tap quads q: tiles of 4 pixels x 16 channels, then the output step
+    (on the accumulators where `direct` holds, else through s and out_rows)."""
+    kw, sw, dw, ow, wpd, c, nq = geo[D_KW], geo[D_SW], geo[D_DW], geo[D_OW], geo[D_WP], geo[D_C], geo[D_NQ]
     cp = wq.shape[1]
-    s = np.empty((max(ow, 4), cp), np.int32)  # a tile of 4 pixels where OW < 4 (the extra rows unused)
-    q = np.empty(nq * wpd * cp + 4 * sw * cp, np.int32)  # and its reads past the row (times weight 0)
     wf, sf, mf = wq.reshape(wq.size), s.reshape(s.size), mult.reshape(mult.size)
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     direct = c % 16 == 0 and ow >= 4 and ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0
     jstep, vstep = sw * cp, dw * cp
-    for row in range(b0, b1):
-        n, i = row // oh, row % oh
-        for k in range(nq):  # this output row's tap quads: kernel rows 4k..4k+3 (past kh: the last again)
-            a0 = ((n * hp + i * sh + min(4 * k, kh - 1) * dh) * wpd) * c
-            a1 = ((n * hp + i * sh + min(4 * k + 1, kh - 1) * dh) * wpd) * c
-            a2 = ((n * hp + i * sh + min(4 * k + 2, kh - 1) * dh) * wpd) * c
-            a3 = ((n * hp + i * sh + min(4 * k + 3, kh - 1) * dh) * wpd) * c
-            for z in range(wpd):
-                for cb in range(0, cp, 16):
-                    e = z * c + cb
-                    vstore(q, (k * wpd + z) * cp + cb, vquad(xp, a0 + e, a1 + e, a2 + e, a3 + e))
-        for cb in range(0, cp, 16):
-            bv = vload(bias, cb)
-            j = 0
-            while j < ow:
-                if j + 4 > ow:  # the last tile repeats pixels of the one before
-                    j = max(0, ow - 4)
-                t0, t1, t2, t3 = bv, bv, bv, bv
-                for k in range(nq):
-                    for v in range(kw):
-                        p = (k * wpd + j * sw) * cp + v * vstep + cb
-                        wv = vload(wf, (k * kw + v) * cp + cb)
-                        t0 = dpbusd(t0, vload(q, p), wv)
-                        t1 = dpbusd(t1, vload(q, p + jstep), wv)
-                        t2 = dpbusd(t2, vload(q, p + 2 * jstep), wv)
-                        t3 = dpbusd(t3, vload(q, p + 3 * jstep), wv)
-                if direct:  # the output step on the accumulators, stored to out (simd_step)
-                    o = (row * ow + j) * c + cb
-                    step_store(out, o, t0, mf, cb, rnd, shift, lo, hi)
-                    step_store(out, o + c, t1, mf, cb, rnd, shift, lo, hi)
-                    step_store(out, o + 2 * c, t2, mf, cb, rnd, shift, lo, hi)
-                    step_store(out, o + 3 * c, t3, mf, cb, rnd, shift, lo, hi)
-                else:
-                    vstore(sf, j * cp + cb, t0)
-                    vstore(sf, (j + 1) * cp + cb, t1)
-                    vstore(sf, (j + 2) * cp + cb, t2)
-                    vstore(sf, (j + 3) * cp + cb, t3)
-                j += 4
-        if not direct:
-            out_rows(s, ow, out, row * ow, np.int64(0), mult[0], mult2[0], ost, res)
+    for cb in range(0, cp, 16):
+        bv = vload(bias, cb)
+        j = 0
+        while j < ow:
+            if j + 4 > ow:  # the last tile repeats pixels of the one before
+                j = max(0, ow - 4)
+            t0, t1, t2, t3 = bv, bv, bv, bv
+            for k in range(nq):
+                for v in range(kw):
+                    p = (k * wpd + j * sw) * cp + v * vstep + cb
+                    wv = vload(wf, (k * kw + v) * cp + cb)
+                    t0 = dpbusd(t0, vload(q, p), wv)
+                    t1 = dpbusd(t1, vload(q, p + jstep), wv)
+                    t2 = dpbusd(t2, vload(q, p + 2 * jstep), wv)
+                    t3 = dpbusd(t3, vload(q, p + 3 * jstep), wv)
+            if direct:  # the output step on the accumulators, stored to out (simd_step)
+                o = (row * ow + j) * c + cb
+                step_store(out, o, t0, mf, cb, rnd, shift, lo, hi)
+                step_store(out, o + c, t1, mf, cb, rnd, shift, lo, hi)
+                step_store(out, o + 2 * c, t2, mf, cb, rnd, shift, lo, hi)
+                step_store(out, o + 3 * c, t3, mf, cb, rnd, shift, lo, hi)
+            else:
+                vstore(sf, j * cp + cb, t0)
+                vstore(sf, (j + 1) * cp + cb, t1)
+                vstore(sf, (j + 2) * cp + cb, t2)
+                vstore(sf, (j + 3) * cp + cb, t3)
+            j += 4
+    if not direct:
+        out_rows(s, ow, out, row * ow, np.int64(0), mult[0], mult2[0], ost, res)

@@ -182,6 +182,9 @@ def dw_vnni_paid(geom: dict, c: int) -> bool:
     return padded <= VNNI_PAD_FACTOR * paid and max(quads, 4 * nq * kw * cp) <= VNNI_PACK_FACTOR * paid
 
 
+DW_IN_PLACE = True  # dw_vnni.conv_dw_vnni_in_place where it applies (False: the padded copy, for A/B)
+
+
 def _prepare_dw_vnni(p: Planner, m: Gemm) -> KernelCall:
     from . import dw_vnni, vnni
     from .kargs import DGEO
@@ -199,6 +202,11 @@ def _prepare_dw_vnni(p: Planner, m: Gemm) -> KernelCall:
     geo = pack(DGEO, kh=kh, kw=kw, sh=gm["sh"], sw=gm["sw"], dh=gm["dh"], dw=gm["dw"], oh=gm["oh"], ow=gm["ow"],
                hp=hp, wp=wp, c=g, nq=nq)
     min_pad_rows = -(-PAR_MIN_BYTES // (wp * g))
+    args = (wq, bias, mult.reshape(1, g), mult2.reshape(1, g), params)
+    if DW_IN_PLACE and g % 16 == 0 and m.x.dtype in (np.uint8, np.int8):  # no padded copy: quads from x itself
+        pad = np.array([gm["pt"], gm["pl"], gm["h"], gm["w"], z], np.int64)
+        return KernelCall(dw_vnni.conv_dw_vnni_in_place, args[:-1] + (params, pad), geo, gm["ow"],
+                          first=lambda x4: (x4.reshape(-1), []))
 
     def first(x4):
         n = x4.shape[0]
@@ -207,7 +215,6 @@ def _prepare_dw_vnni(p: Planner, m: Gemm) -> KernelCall:
         pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * g, z), n * hp,
                           min_pad_rows)
         return buf, [pad]
-    args = (wq, bias, mult.reshape(1, g), mult2.reshape(1, g), params)
     return KernelCall(dw_vnni.conv_dw_vnni, args, geo, gm["ow"], hp * wp * g + dw_vnni.SLACK, first)
 
 

@@ -1,5 +1,7 @@
-"""The output step of conv.out_rows on 16 int32 accumulators held in a register (AVX-512), so that a
-VNNI tile can store its requantized outputs directly instead of going through an int32 scratch.
+"""Vector helpers of the VNNI kernels beside simd.py's: the output step of conv.out_rows on 16 int32
+accumulators held in a register (AVX-512), so that a VNNI tile can store its requantized outputs
+directly instead of going through an int32 scratch; and the byte fix-ups that let the depthwise
+kernel build its tap quads from an unpadded input (vbits, vsplat).
 
     out[i + l] = min(max((int64(acc[l]) * mult[m + l] + rnd) >> shift, lo), hi),   l < 16
 
@@ -56,3 +58,35 @@ def step_store(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi):
         builder.store(v, ptr, align=1)
         return context.get_dummy_value()
     return types.void(out, oi, acc, mult, mi, types.int64, types.int64, types.int64, types.int64), codegen
+
+
+_V32 = ir.VectorType(ir.IntType(32), 16)
+
+
+def _splat32(builder, value):
+    value = builder.trunc(value, ir.IntType(32)) if value.type.width > 32 else value
+    vec = builder.insert_element(ir.Constant(_V32, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(vec, ir.Constant(_V32, ir.Undefined), ir.Constant(_V32, [0] * 16))
+
+
+@intrinsic
+def vbits(typingctx, vec, xor, keep, fill):
+    """((vec ^ xor) & keep) | fill per int32 lane, the three int32 words repeated in every lane: a tap
+    quad read from an unpadded input made what the padded copy would hold (xor 0x80 per byte: an int8
+    byte plus 128; keep/fill: the bytes of kernel rows outside the input set to the padding value)."""
+    if vec != i32x16:
+        return None
+
+    def codegen(context, builder, sig, args):
+        v, x, k, f = args
+        v = builder.xor(v, _splat32(builder, x))
+        return builder.or_(builder.and_(v, _splat32(builder, k)), _splat32(builder, f))
+    return i32x16(vec, types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def vsplat(typingctx, word):
+    """The int32 word (the low 32 bits of an int64) in every lane."""
+    def codegen(context, builder, sig, args):
+        return _splat32(builder, args[0])
+    return i32x16(types.int64), codegen
