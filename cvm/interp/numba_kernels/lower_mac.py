@@ -139,6 +139,9 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
     z = vnni_offset(m.x)
     b[:, :og] = (m.bias - z * m.rows.sum(axis=1)).reshape(g, og)
     min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
+    args = (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail)
+    if vnni.reads_in_place(m.x.dtype, gm, geo):
+        return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS)
 
     def first(x4):
         n = x4.shape[0]
@@ -147,8 +150,7 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
         pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * c, z), n * hp,
                           min_pad_rows)
         return xp.reshape(n, hp, wp, c), [pad]
-    return KernelCall(vnni.conv_vnni, (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail), geo,
-                      vnni.BLOCK_ROWS, hp * wp * c, first)
+    return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS, hp * wp * c, first)
 
 
 DW_ROWS_MAX_CHANNELS = 64  # conv_depthwise_rows measured 1.7-2x faster at 32 channels, equal at 144
@@ -312,7 +314,7 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     label = f"{label}[{path}]" + ("+" + fused if fused else "")
     x4shape = (geom["h"], geom["w"], geom["c"])
-    out_value = p.spec_value(ostep.output, out_layout)
+    out_value = p.unsigned_storage(ostep.output, p.spec_value(ostep.output, out_layout))
 
     def bind(ins, out):
         src, calls = call.first(ins[0].reshape((-1,) + x4shape))
