@@ -210,11 +210,30 @@ def translate_row(fn, args) -> tuple | None:
     loops on a scratch allocated here, once, with finish_rows."""
     if not LEAN or (fn is not mul_rows and fn is not copy_rows):
         return None
+    if (g := _gather_twin(fn, args)) is not None:
+        return g
     if args[0].shape[0] <= MAX_ROWS:
         return (mul_rows_l if fn is mul_rows else copy_rows_l), args
     x = args[0]
     s = np.empty((min(BLOCK_ROWS, x.shape[0]), x.shape[1]), np.int32)
     return (mul_rows_f if fn is mul_rows else copy_rows_f), (*args, s)
+
+
+GATHER = True  # a requant -> lut row chain looks up with AVX-512 gathers (lut_gather.py) where the host has them
+
+
+def _gather_twin(fn, args) -> tuple | None:
+    """(lut_gather.copy_rows_g, args + its scratch row and int32 table) for a copy_rows call whose
+    output step is one lut and no residual, on a host with AVX-512 (numba compiling for it); else None."""
+    from .. import numba as nb
+    ost = args[3]
+    if not (GATHER and fn is copy_rows and ost[LUT1] != 0 and ost[HAS_RESIDUAL] == 0 and nb.host_has_vnni()):
+        return None
+    from .lut_gather import copy_rows_g
+    if np.abs(ost[ost[LUT1]:]).max(initial=0) >= 1 << 31:
+        return None
+    x = args[0]
+    return copy_rows_g, (*args, np.empty((min(BLOCK_ROWS, x.shape[0]), x.shape[1]), np.int32), ost.astype(np.int32))
 
 
 def translate(call: tuple) -> tuple:
