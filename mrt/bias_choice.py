@@ -44,14 +44,21 @@ def output_error(model: cvm.Model, data: dict[str, np.ndarray], want: dict[str, 
     return float(np.sqrt(num / max(den, 1e-30)))
 
 
-def choose(graph, data: dict[str, np.ndarray], emit_with) -> tuple[bool, tuple, dict[bool, float]]:
-    """emit_with(bias_correction) -> (integer graph, metadata). Returns the choice, its emitted graph
-    and the output error of both candidates on the first calibration samples (OUTPUT_VALUES outputs)."""
+def reference(graph, data: dict[str, np.ndarray]) -> tuple[dict, dict]:
+    """The first calibration samples (OUTPUT_VALUES outputs, at least MIN_SAMPLES) and the float model's
+    outputs on them: what candidate integer models are compared against (here and in mrt.width_choice)."""
     per_sample = sum(int(np.prod(graph.shapes[o])) for o in graph.outputs) or 1
     head = {k: v[:max(MIN_SAMPLES, -(-OUTPUT_VALUES // per_sample))] for k, v in data.items()}
     n = len(next(iter(head.values())))
     runs = [run_float(graph, {k: v[i:i + CHUNK] for k, v in head.items()}) for i in range(0, n, CHUNK)]
-    want = {k: np.concatenate([r[k] for r in runs]) for k in runs[0]}
+    return head, {k: np.concatenate([r[k] for r in runs]) for k in runs[0]}
+
+
+def choose(graph, data: dict[str, np.ndarray], emit_with, ref: tuple[dict, dict] | None = None
+           ) -> tuple[bool, tuple, dict[bool, float]]:
+    """emit_with(bias_correction) -> (integer graph, metadata). Returns the choice, its emitted graph
+    and the output error of both candidates on the first calibration samples (`ref`: reference()'s)."""
+    head, want = ref or reference(graph, data)
     errors = {True: output_error(cvm.Model(*emit_with(True)), head, want)}  # one integer graph held at a time
     gc.collect()  # (VGG-16: 138M weights, ~1.1 GB each as emitted; a model's runner is freed by the collector)
     plain = emit_with(False)

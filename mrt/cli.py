@@ -50,8 +50,10 @@ def cmd_convert(args) -> int:
         from cvm.gas_v2 import repriced
         model = repriced(model, args.opset)
     model.save(args.output)
+    q = model.meta.get("quantization", {})
     print(f"wrote {args.output}: hash {model.hash_hex}, {len(model.graph.nodes)} nodes, gas {model.gas}, "
-          f"largest accumulator {model.analysis.max_accumulator_bits} bits")
+          f"largest accumulator {model.analysis.max_accumulator_bits} bits, {q.get('bits')}-bit activations, "
+          f"{q.get('weight_bits')}-bit weights")
     return 0
 
 
@@ -123,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calib", required=True, help="CALIB.npz holding x (or arrays named after the inputs)")
     s.add_argument("-o", "--output", required=True)
     s.add_argument("--target", choices=["cvm", "fhe"], default="cvm")
-    s.add_argument("--bits", type=int, default=None, help="activation bits (default 8 for cvm, 6 for fhe)")
+    s.add_argument("--bits", type=int, default=None,
+                   help="activation bits (cvm default: 8, or 12 with 10-bit weights where a small model "
+                        "measurably needs them, mrt/width_choice.py; fhe: 6)")
     s.add_argument("--calibration", choices=["absmax", "percentile", "mse"], default="mse")
     s.add_argument("--softmax", choices=["client", "integer"], default="client",
                    help="a final softmax (or sigmoid): left to the client (default) or computed in integers")

@@ -71,7 +71,8 @@ def convert_mixed(onnx_model, calibration, latency_budget: float, **options) -> 
     c = pipeline.prepare(onnx_model, calibration, progress=False, **options)
     data = next(iter(c.data.values()))
     x, xe = data[:BATCH], data[:ERROR_SAMPLES]
-    model = pipeline.finish(c)
+    model = pipeline.finish(c, wide_tensors=tuple(c.options.overrides.get("wide_tensors", ())))  # the 8-bit start (no
+    # measured width: mrt.width_choice applies only where the caller fixed no tensor widths)
     base = latency_ms(model, x)
     layers = layer_errors(model, xe, c.graph)
     out_err = _output_error(layers)

@@ -14,7 +14,7 @@ import numpy as np
 from eth_hash.auto import keccak
 
 import cvm
-from mrt import bias_choice
+from mrt import bias_choice, width_choice
 from mrt.calibrate import calibrate, data_hash
 from mrt.errors import BadInput
 from mrt.limits import check_import
@@ -92,6 +92,7 @@ class Conversion:
     thresholds: dict = field(default_factory=dict)
     means: dict = field(default_factory=dict)  # per-sample means of the MAC inputs (bias correction)
     emitted: tuple | None = None  # (integer cvm.Graph, metadata), before whole-graph verification
+    width: object = None  # mrt.width_choice.WidthChoice, where the activation width was measured
     model: cvm.Model | None = None
 
 
@@ -163,16 +164,49 @@ def wide_thresholds(c: Conversion, tensors) -> dict[str, float]:
 
 
 def _quantize(c: Conversion):
-    o = c.options
+    o, cfg = c.options, _config(c.options)
+    if c.graph.recurrent or not width_choice.applies(o.target, o.bits, o.overrides):  # recurrences: their own rule
+        c.emitted, _ = _emit(c, cfg, c.thresholds)
+        return c.emitted[0]
+    ref = bias_choice.reference(c.graph, c.data)
+    c.emitted, error8 = _emit(c, cfg, c.thresholds, ref)
+    wide = {}
+
+    def error12() -> float:
+        wide["thresholds"] = _thresholds(c, width_choice.WIDE_BITS)
+        wide["emitted"], err = _emit(c, width_choice.wide_config(cfg), wide["thresholds"], ref)
+        return err
+
+    c.width = width_choice.choose(width_choice.macs(c.graph), error8, error12)
+    if c.width.chosen != 8:
+        c.emitted, c.thresholds = wide["emitted"], wide["thresholds"]
+        c.options = replace(o, bits=width_choice.WIDE_BITS,
+                            overrides={**o.overrides, "weight_bits": width_choice.WIDE_WEIGHT_BITS})
+    return f"{c.width.describe()}\n{c.emitted[0]}"
+
+
+def _emit(c: Conversion, cfg, thresholds: dict, ref=None) -> tuple[tuple, float | None]:
+    """(integer graph, metadata) at cfg, with bias correction chosen by measurement on the cvm target
+    unless the caller set it (mrt.bias_choice), and its output error when `ref` asks for it."""
     features = {s.name: np.abs(c.data[s.name]).max(axis=0) for s in c.graph.inputs
-                if len(s.shape) == 1 and o.per_feature_inputs}
-    cfg = _config(o)
-    if cfg.target == "cvm" and "bias_correction" not in o.overrides:  # measured per model (mrt.bias_choice)
-        on, c.emitted, _ = bias_choice.choose(c.graph, c.data, lambda bc: emit(
-            c.graph, c.thresholds, replace(cfg, bias_correction=bc), _meta(c), feature_thresholds=features, means=c.means))
-    else:
-        c.emitted = emit(c.graph, c.thresholds, cfg, _meta(c), feature_thresholds=features, means=c.means)
-    return c.emitted[0]
+                if len(s.shape) == 1 and c.options.per_feature_inputs}
+
+    def emit_with(bc: bool):
+        return emit(c.graph, thresholds, replace(cfg, bias_correction=bc), _meta(c), feature_thresholds=features,
+                    means=c.means)
+
+    if cfg.target == "cvm" and "bias_correction" not in c.options.overrides:
+        on, emitted, errors = bias_choice.choose(c.graph, c.data, emit_with, ref)
+        return emitted, errors[on]
+    emitted = emit(c.graph, thresholds, cfg, _meta(c), feature_thresholds=features, means=c.means)
+    return emitted, (None if ref is None else bias_choice.output_error(cvm.Model(*emitted), *ref))
+
+
+def _thresholds(c: Conversion, bits: int) -> dict[str, float]:
+    """Every tensor calibrated again at `bits` (mrt.width_choice's wide candidate)."""
+    o, cfg = c.options, _config(c.options)
+    return calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size, bits=bits,
+                     progress=False, unsigned=cfg.unsigned_activations, output_bits=cfg.output_bits)
 
 
 def _verify(c: Conversion):
