@@ -90,3 +90,23 @@ def vsplat(typingctx, word):
     def codegen(context, builder, sig, args):
         return _splat32(builder, args[0])
     return i32x16(types.int64), codegen
+
+
+_B16 = ir.VectorType(ir.IntType(8), 16)
+
+
+@intrinsic
+def vquad_shuffle(typingctx, arr, i0, i1, i2, i3):
+    """simd.vquad (lane l holds bytes arr.flat[i0 + l], [i1 + l], [i2 + l], [i3 + l], lowest first)
+    as one byte shuffle of the four 16-byte loads, which LLVM lowers to inserts and a vpermb."""
+    def codegen(context, builder, sig, args):
+        arrty, arr_, idx = sig.args[0], args[0], args[1:]
+        data = context.make_array(arrty)(context, builder, arr_).data
+        v = [builder.load(builder.bitcast(builder.gep(data, [i]), _B16.as_pointer()), align=1) for i in idx]
+        i32 = ir.IntType(32)
+        lo = builder.shuffle_vector(v[0], v[1], ir.Constant(ir.VectorType(i32, 32), list(range(32))))
+        hi = builder.shuffle_vector(v[2], v[3], ir.Constant(ir.VectorType(i32, 32), list(range(32))))
+        mask = [16 * t + lane for lane in range(16) for t in range(4)]
+        both = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 64), mask))
+        return builder.bitcast(both, _V32)
+    return i32x16(arr, i0, i1, i2, i3), codegen
