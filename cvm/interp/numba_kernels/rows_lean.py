@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import rows_case
 from .dense16 import BLOCK_ROWS as DENSE16_BLOCK_ROWS, _block as _block16, dense_vnni16
 from .fused import BLOCK_ROWS, copy_rows, mul_rows
 from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, RND, RND2, SHIFT, SHIFT2
@@ -212,6 +213,8 @@ def translate_row(fn, args) -> tuple | None:
         return None
     if (g := _gather_twin(fn, args)) is not None:
         return g
+    if fn is mul_rows and (flat := rows_case.mul_rows(args)) is not None:
+        return flat
     if args[0].shape[0] <= MAX_ROWS:
         return (mul_rows_l if fn is mul_rows else copy_rows_l), args
     x = args[0]
@@ -241,7 +244,8 @@ def translate(call: tuple) -> tuple:
     from .gemv_i32 import dense_rows_i32
     fn, args = call
     if LEAN and fn is dense_vnni16 and args[8].shape[0] <= DENSE16_BLOCK_ROWS and tuple(args[10:12]) == (0, 1):
-        return dense16_rows_l, (*args, np.empty((args[8].shape[0], args[3].shape[0]), np.int32))
+        return rows_case.dense16_rows(args) or (dense16_rows_l, (*args, np.empty((args[8].shape[0], args[3].shape[0]),
+                                                                                    np.int32)))
     if LEAN and fn is dense_rows_i32 and args[1].shape[2] <= MAX_DENSE_K:
-        return dense_rows_l, args
+        return rows_case.dense_rows(args) or (dense_rows_l, args)
     return call

@@ -1,0 +1,184 @@
+"""Row kernels of the whole-plan program specialized at bind time by the shape of their output step,
+on flat operands: case "p" (requant and clamp only) or "r" (that, then a residual tensor added and a
+second requant and clamp); no lut, the residual as it is.
+
+rows_lean's twins and conv.out_rows choose the output step's case inside the kernel among loops for
+every case, and run them row by row. On a recurrent cell's batch-8 calls (8 rows of 32 values) that
+measured 235 ns for a gate product where 23 ns do (compiled loop, one thread, thread CPU): LLVM
+vectorized the int32-output loop four wide, so a row of 32 values took its scalar remainder, and each
+row paid the vectorized loop's alias checks. Here the output step is picked when the call is bound
+(it is known then) and a call of one block runs as one loop over rows x channels, the per-channel
+multipliers tiled to every row at bind time (`mul_rows`, `dense_rows`, `dense16_rows`: the call, or
+None where another kernel serves it). The arithmetic is conv.out_rows', value for value: the
+accumulator (the int32 product, or the int32 sum) widened to int64, stage 1, the residual added in
+int64, stage 2. The plain twins are the kernels they replace (tests/test_numba_rows_case.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import kargs
+from .dense16 import _block as _block16
+from .fused import BLOCK_ROWS
+from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT2, RND, RND2, SHIFT, SHIFT2
+
+SPECIAL = True  # pick the specialized kernels (False: rows_lean's, for in-process A/B)
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def case(ost: np.ndarray) -> str | None:
+    """"p", "r" or None (a lut, or a residual that is requantized first: rows_lean's general loops)."""
+    if ost[LUT1] != 0 or ost[LUT2] != 0:
+        return None
+    if ost[HAS_RESIDUAL] == 0:
+        return "p"
+    if "rmul" in kargs.OST:  # (a residual requant: only where the planner absorbed one)
+        f = {n: int(ost[kargs.OST.index(n)]) for n in ("rmul", "rshift", "rlo", "rhi")}
+        if not (f["rmul"] == 1 and f["rshift"] == 0 and f["rlo"] <= INT32_MIN and f["rhi"] >= INT32_MAX):
+            return None
+    return "r"
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _stage1(acc, m, rnd, shift, lo, hi):
+    return min(max((acc * m + rnd) >> shift, lo), hi)
+
+
+@njit(cache=True, nogil=True)
+def mul_flat_p(x, sc, mult, ost, out):
+    """fused.mul_rows of case "p" on flat operands: out[i] = stage 1 of the int32 product x[i] sc[i]."""
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    for i in range(x.shape[0]):
+        out[i] = _stage1(np.int64(np.int32(np.int32(x[i]) * np.int32(sc[i]))), mult[i], rnd, shift, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def mul_flat_r(x, sc, mult, mult2, ost, res, out):
+    """fused.mul_rows of case "r" on flat operands."""
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
+    for i in range(x.shape[0]):
+        v = _stage1(np.int64(np.int32(np.int32(x[i]) * np.int32(sc[i]))), mult[i], rnd, shift, lo, hi) + res[i]
+        out[i] = _stage1(v, mult2[i], rnd2, shift2, lo2, hi2)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish_p(s, mult, ost, out):
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    for i in range(s.shape[0]):
+        out[i] = _stage1(np.int64(s[i]), mult[i], rnd, shift, lo, hi)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish_r(s, mult, mult2, ost, res, out):
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
+    for i in range(s.shape[0]):
+        v = _stage1(np.int64(s[i]), mult[i], rnd, shift, lo, hi) + res[i]
+        out[i] = _stage1(v, mult2[i], rnd2, shift2, lo2, hi2)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dense_sums(x, wt, bias, s):
+    """gemv_i32.dense_rows_i32's int32 sums into s (rows, og), from the weights transposed, wt (K, og):
+    the bias, then each input's products added in turn (int32 adds wrap, so any order gives the same
+    values; the loops over the outputs read contiguous weights and vectorize)."""
+    rows, k, og = s.shape[0], wt.shape[0], wt.shape[1]
+    bg = bias[0]
+    for p in range(rows):
+        sr, xr = s[p], x[p, 0, 0]
+        for n in range(og):
+            sr[n] = bg[n]
+        for j in range(k):
+            xj, wr = np.int32(xr[j]), wt[j]
+            for n in range(og):
+                sr[n] = np.int32(sr[n] + xj * np.int32(wr[n]))
+
+
+@njit(cache=True, nogil=True)
+def dense_flat_p(x, wt, bias, mult, ost, out, s, sf):
+    """gemv_i32.dense_rows_i32 of case "p" (wt: its weights transposed): the sums into s (rows, og),
+    then the output step over sf (s flat) into out (flat), mult tiled to every row."""
+    _dense_sums(x, wt, bias, s)
+    _finish_p(sf, mult, ost, out)
+
+
+@njit(cache=True, nogil=True)
+def dense_flat_r(x, wt, bias, mult, mult2, ost, res, out, s, sf):
+    """gemv_i32.dense_rows_i32 of case "r" (res flat, like out)."""
+    _dense_sums(x, wt, bias, s)
+    _finish_r(sf, mult, mult2, ost, res, out)
+
+
+@njit(cache=True, nogil=True)
+def dense16_flat_p(x, wp, last, bias, mult, ost, out, s, sf):
+    """rows_lean.dense16_rows_l of case "p" (its scratch s unpadded: sf is s flat)."""
+    _block16(x, 0, s.shape[0], wp, last, bias, s)
+    _finish_p(sf, mult, ost, out)
+
+
+@njit(cache=True, nogil=True)
+def dense16_flat_r(x, wp, last, bias, mult, mult2, ost, res, out, s, sf):
+    """rows_lean.dense16_rows_l of case "r"."""
+    _block16(x, 0, s.shape[0], wp, last, bias, s)
+    _finish_r(sf, mult, mult2, ost, res, out)
+
+
+def _tile(m: np.ndarray, rows: int) -> np.ndarray:
+    return np.ascontiguousarray(np.tile(m.reshape(-1), rows))
+
+
+def _flat(a: np.ndarray) -> np.ndarray | None:
+    return a.reshape(-1) if a.flags.c_contiguous else None
+
+
+def _whole(rows: int, b0, b1) -> bool:
+    """One block, run whole (the flat kernels ignore block ranges: they serve single calls)."""
+    return rows <= BLOCK_ROWS and (int(b0), int(b1)) == (0, 1)
+
+
+def mul_rows(args) -> tuple | None:
+    """The flat kernel call for a fused.mul_rows call, or None."""
+    x, sc, mult, mult2, ost, res, out, hw, b0, b1 = args
+    rows, c = x.shape
+    if not SPECIAL or (k := case(ost)) is None or hw != 1 or not _whole(rows, b0, b1) or out.shape != x.shape:
+        return None
+    if any(_flat(a) is None for a in (x, sc, out)) or sc.shape != x.shape:
+        return None
+    if k == "p":
+        return mul_flat_p, (x.reshape(-1), sc.reshape(-1), _tile(mult, rows), ost, out.reshape(-1))
+    if res.shape != out.shape or not res.flags.c_contiguous:
+        return None
+    return mul_flat_r, (x.reshape(-1), sc.reshape(-1), _tile(mult, rows), _tile(mult2, rows), ost, res.reshape(-1),
+                        out.reshape(-1))
+
+
+def dense_rows(args) -> tuple | None:
+    """The flat kernel call for a gemv_i32.dense_rows_i32 call (rows_lean's K <= 4 twin), or None."""
+    x, w, bias, mult, mult2, ost, res, out, s = args
+    rows, og = out.shape
+    if not SPECIAL or (k := case(ost)) is None or not out.flags.c_contiguous or s.shape != out.shape:
+        return None
+    wt = np.ascontiguousarray(w[0].T)
+    if k == "p":
+        return dense_flat_p, (x, wt, bias, _tile(mult[0], rows), ost, out.reshape(-1), s, s.reshape(-1))
+    if res.shape != out.shape or not res.flags.c_contiguous:
+        return None
+    return dense_flat_r, (x, wt, bias, _tile(mult[0], rows), _tile(mult2[0], rows), ost, res.reshape(-1),
+                          out.reshape(-1), s, s.reshape(-1))
+
+
+def dense16_rows(args) -> tuple | None:
+    """The flat kernel call for a dense16.dense_vnni16 call of one block, or None."""
+    x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1 = args
+    rows, og = out.shape
+    if not SPECIAL or (k := case(ost)) is None or not out.flags.c_contiguous or bias.shape[0] != og:
+        return None
+    s = np.empty((rows, og), np.int32)
+    if k == "p":
+        return dense16_flat_p, (x, wp, last, bias, _tile(mult, rows), ost, out.reshape(-1), s, s.reshape(-1))
+    if res.shape != out.shape or not res.flags.c_contiguous:
+        return None
+    return dense16_flat_r, (x, wp, last, bias, _tile(mult, rows), _tile(mult2, rows), ost, res.reshape(-1),
+                            out.reshape(-1), s, s.reshape(-1))

@@ -1,0 +1,90 @@
+"""The row kernels specialized by output step (numba_kernels.rows_case: flat, one block, no lut) write
+what the kernels they replace write, byte for byte: fused.mul_rows, gemv_i32.dense_rows_i32 and
+dense16.dense_vnni16 (the per-step path's, held to the reference by the equivalence suite), over
+test_numba_rows_lean's cases (every output step the planner builds; the specialized kernels take
+those without a lut, and refuse the rest, the others' block ranges and per-sample scales).
+Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from cvm.interp.numba_kernels import dense16, fused, rows_case
+from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
+from cvm.interp.numba_kernels.kargs import HAS_RESIDUAL, LUT1, LUT2
+from test_numba_equivalence import ISAS, SETTINGS
+from test_numba_rows_lean import dense_case, rows_case as rows_call
+
+
+def _takes(ost, res, out) -> bool:
+    """Whether the specialized kernels serve this output step: no lut; a residual shaped like out."""
+    return ost[LUT1] == 0 and ost[LUT2] == 0 and (ost[HAS_RESIDUAL] == 0 or res.shape == out.shape)
+
+
+@SETTINGS
+@given(rows_call())
+def test_flat_mul_rows_equal_fused_mul_rows(case):
+    mul, head, (m1, m2, ost, res), out, tail, (b0, b1) = case
+    if not mul:
+        return
+    got = out.copy()
+    call = rows_case.mul_rows((*head, m1, m2, ost, res, got, *tail, b0, b1))
+    whole = tail[0] == 1 and (b0, b1) == (0, 1) and head[0].shape[0] <= fused.BLOCK_ROWS
+    assert (call is not None) == (whole and _takes(ost, res, out))
+    if call is None:
+        return
+    want = out.copy()
+    fused.mul_rows(*head, m1, m2, ost, res, want, *tail, b0, b1)
+    call[0](*call[1])
+    np.testing.assert_array_equal(got, want)
+
+
+@SETTINGS
+@given(dense_case())
+def test_flat_dense_equals_dense_rows_i32(case):
+    x, w, bias, m1, m2, ost, res, out = case
+    got = out.copy()
+    call = rows_case.dense_rows((x, w, bias, m1, m2, ost, res, got, np.empty(out.shape, np.int32)))
+    assert (call is not None) == _takes(ost, res, out)
+    if call is None:
+        return
+    want = out.copy()
+    dense_rows_i32(x, w, bias, m1, m2, ost, res, want, np.empty(out.shape, np.int32))
+    call[0](*call[1])
+    np.testing.assert_array_equal(got, want)
+
+
+def _channels_of_32(case):
+    """The case with its output channels repeated up to a multiple of 32 (dense16's panels unpadded, as
+    the specialized kernel needs)."""
+    x, w, bias, m1, m2, ost, res, out = case
+    og = out.shape[1]
+    idx = np.arange(-(-og // 32) * 32) % og
+    res = res[:, idx] if res.shape == out.shape else res
+    c = np.ascontiguousarray
+    return x, c(w[:, idx]), c(bias[:, idx]), c(m1[:, idx]), c(m2[:, idx]), ost, c(res), c(out[:, idx])
+
+
+@pytest.mark.skipif("vnni" not in ISAS, reason="AVX-512 VNNI not available on this machine")
+@SETTINGS
+@given(dense_case())
+def test_flat_dense16_equals_dense_vnni16(case):
+    x, w, bias, m1, m2, ost, res, out = _channels_of_32(case)
+    rows, k = x.shape[0], x.shape[3]
+    if k < 2:
+        return
+    x16 = x.reshape(rows, k).astype(np.int16)
+    wp, last = dense16.pack_weights(w[0].astype(np.int16))
+    b = np.zeros(last.shape[0], np.int32)
+    b[:bias.shape[1]] = bias[0]
+    geo = np.zeros(14, np.int64)
+    got = out.copy()
+    call = rows_case.dense16_rows((x16, wp, last, b, m1[0], m2[0], ost, res, got, geo, 0, 1))
+    assert (call is not None) == (_takes(ost, res, out) and b.shape[0] == out.shape[1])
+    if call is None:
+        return
+    want = out.copy()
+    dense16.dense_vnni16(x16, wp, last, b, m1[0], m2[0], ost, res, want, geo, 0, 1)
+    call[0](*call[1])
+    np.testing.assert_array_equal(got, want)
