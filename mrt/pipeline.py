@@ -182,7 +182,7 @@ def _quantize(c: Conversion):
         c.emitted, c.thresholds = wide["emitted"], wide["thresholds"]
         c.options = replace(o, bits=width_choice.WIDE_BITS,
                             overrides={**o.overrides, "weight_bits": width_choice.WIDE_WEIGHT_BITS})
-    return f"{c.width.describe()}\n{c.emitted[0]}"
+    return f"# {c.width.describe()}\n{c.emitted[0]}"
 
 
 def _emit(c: Conversion, cfg, thresholds: dict, ref=None) -> tuple[tuple, float | None]:
