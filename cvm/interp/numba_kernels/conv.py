@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from .kargs import CG, DH, DW, GROUPS, HAS_RESIDUAL, HI, HI2, K, KH, KW, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, OG, OH, \
-    OW, PL, PT, RND, RND2, SH, SHIFT, SHIFT2, SW
+    OW, PL, PT, RHI, RLO, RMUL, RND, RND2, RRND, RSHIFT, SH, SHIFT, SHIFT2, SW
 
 BLOCK_ROWS = 64  # output pixels packed at a time (the packed block stays in L1/L2)
 
@@ -83,25 +83,37 @@ def out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res):
     """out_rows with a residual add (and any lookup tables). res has the rows of out, or a single
-    row (a constant per channel) that every row adds."""
+    row (a constant per channel) that every row adds; OST's rmul..rhi requantize it first (the
+    identity unless the planner absorbed a requant of the residual: only on lower_mac's VNNI path,
+    so that twins compiled against an older out_rows, e.g. rows_lean's, never see another)."""
     og = mult.shape[0]
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
     lut1, lut2 = ost[LUT1], ost[LUT2]
     t1, t2 = lut1 - ost[LUT1_OFF], lut2 - ost[LUT2_OFF]
+    rmul, rrnd, rshift, rlo, rhi = ost[RMUL], ost[RRND], ost[RSHIFT], ost[RLO], ost[RHI]
+    identity = rmul == 1 and rshift == 0 and rlo <= -(1 << 31) and rhi >= (1 << 31) - 1  # every tensor value
+    # fits int32 (plan.OPEN_LO, OPEN_HI): the residual as it is
     last = res.shape[0] - 1
     for r in range(nrows):
         srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[min(r0 + r, last), c0:c0 + og]
-        if lut1 == 0 and lut2 == 0:  # no branch in the loop, so that it vectorizes
+        if lut1 == 0 and lut2 == 0 and identity:  # no branch in the loops: they vectorize
             for n in range(og):
                 v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + rrow[n]
+                orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
+            continue
+        if lut1 == 0 and lut2 == 0:  # the residual requantized first (plan.OutputStep.res_mult)
+            for n in range(og):
+                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + \
+                    min(max((np.int64(rrow[n]) * rmul + rrnd) >> rshift, rlo), rhi)
                 orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
             continue
         for n in range(og):
             v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
             if lut1 != 0:
                 v = ost[t1 + v]
-            v = min(max(((v + rrow[n]) * mult2[n] + rnd2) >> shift2, lo2), hi2)
+            v = min(max(((v + min(max((np.int64(rrow[n]) * rmul + rrnd) >> rshift, rlo), rhi)) * mult2[n] + rnd2)
+                        >> shift2, lo2), hi2)
             if lut2 != 0:
                 v = ost[t2 + v]
             orow[n] = v

@@ -25,8 +25,11 @@ DGEO = ("kh", "kw", "sh", "sw", "dh", "dw", "oh", "ow", "hp", "wp", "c", "nq")  
 D_KH, D_KW, D_SH, D_SW, D_DH, D_DW, D_OH, D_OW, D_HP, D_WP, D_C, D_NQ = range(len(DGEO))
 
 OST = ("rnd", "shift", "lo", "hi", "has_residual", "rnd2", "shift2", "lo2", "hi2",
-       "lut1", "lut1_off", "lut2", "lut2_off")  # lutK: index in the array where stage K's table starts (0: none)
-RND, SHIFT, LO, HI, HAS_RESIDUAL, RND2, SHIFT2, LO2, HI2, LUT1, LUT1_OFF, LUT2, LUT2_OFF = range(len(OST))
+       "lut1", "lut1_off", "lut2", "lut2_off",  # lutK: index in the array where stage K's table starts (0: none)
+       "rmul", "rrnd", "rshift", "rlo", "rhi")  # the residual's own per-tensor requant and clamp (identity:
+# 1, 0, 0 and the open clamp), applied to it before the add (plan.OutputStep.res_*; conv.out_rows)
+(RND, SHIFT, LO, HI, HAS_RESIDUAL, RND2, SHIFT2, LO2, HI2, LUT1, LUT1_OFF, LUT2, LUT2_OFF,
+ RMUL, RRND, RSHIFT, RLO, RHI) = range(len(OST))
 
 
 def pack(layout: tuple[str, ...], **values: int) -> np.ndarray:

@@ -298,6 +298,15 @@ def merge_unsplit(calls: list) -> list:
     return calls
 
 
+def requant_residual(path: str, geom: dict) -> bool:
+    """Whether the output step may requantize its residual itself (plan.Planner.residual_requant):
+    on the "vnni" path (conv_vnni's out_rows reads OST's rmul..rhi), not for a conv of at most
+    gemv_vnni.MAX_ROWS pixels a sample (the whole-plan runner's one-pixel twin), and not on the
+    portable paths (the gas schedule's reference timing keeps its steps)."""
+    from .gemv_vnni import MAX_ROWS
+    return path == "vnni" and geom["oh"] * geom["ow"] > MAX_ROWS
+
+
 def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: dict, channel_axis: int,
                out_layout: str, label: str):
     """One MAC node and the output step fused after it: choose the path, prepare its kernel call
@@ -305,10 +314,10 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     g, og, kh, kw, cg = w.shape
     rows = w.reshape(g * og, kh * kw * cg).astype(np.int64)
     bias = np.zeros(g * og, np.int64) if bias is None else bias.astype(np.int64)
-    ostep = p.output_step(index, channel_axis, const_residual=True)
-    tail = (ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params())
-    m = Gemm(w, rows, bias, geom, p.values[x_name], tail)
+    m = Gemm(w, rows, bias, geom, p.values[x_name], ())
     path = _path(p, m)
+    ostep = p.output_step(index, channel_axis, const_residual=True, residual_requant=requant_residual(path, geom))
+    m = replace(m, tail=(ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params()))
     call = PREPARE[path](p, m)
     min_blocks = -(-PAR_MIN_MACS // (call.block_rows * g * og * kh * kw * cg))
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)

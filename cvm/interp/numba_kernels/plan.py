@@ -79,6 +79,10 @@ class OutputStep:
     offset2: int = 0
     residual_const: np.ndarray | None = None  # int64, one per output channel: an add of a constant
     # constant along every other axis (a batch norm's shift after a scale), in place of a residual tensor
+    res_mult: int = 1  # the residual tensor's own requant, when the add's operand was a per-tensor requant
+    res_shift: int = 0  # of it that the step absorbed (output_step(residual_requant=True)):
+    res_lo: int = OPEN_LO  # r = clip(floor((r*res_mult + rnd) / 2^res_shift), res_lo, res_hi) before the add
+    res_hi: int = OPEN_HI
 
     def params(self) -> np.ndarray:
         """kargs.OST, then the tables (a stage's table starts at its lutK field; 0 when it has none)."""
@@ -88,7 +92,9 @@ class OutputStep:
         lut2 = len(OST) + len(t1) if len(t2) else 0
         head = pack(OST, rnd=(1 << self.shift) >> 1, shift=self.shift, lo=self.lo, hi=self.hi,
                     has_residual=self.residual is not None or self.residual_const is not None, rnd2=(1 << self.shift2) >> 1, shift2=self.shift2,
-                    lo2=self.lo2, hi2=self.hi2, lut1=lut1, lut1_off=self.offset, lut2=lut2, lut2_off=self.offset2)
+                    lo2=self.lo2, hi2=self.hi2, lut1=lut1, lut1_off=self.offset, lut2=lut2, lut2_off=self.offset2,
+                    rmul=self.res_mult, rrnd=(1 << self.res_shift) >> 1, rshift=self.res_shift, rlo=self.res_lo,
+                    rhi=self.res_hi)
         return np.concatenate([head, t1, t2])
 
 
@@ -108,6 +114,7 @@ class Planner:
         self.deferred: dict[str, tuple] = {}  # tensor -> what its reader applies instead of a step (lower_fused)
         self.uses = Counter(n for node in graph.nodes for n in node.inputs) + Counter(graph.outputs)
         self.consumers = {}
+        self.producer = {node.output: i for i, node in enumerate(graph.nodes)}
         for i, node in enumerate(graph.nodes):
             for n in node.inputs:
                 self.consumers.setdefault(n, []).append(i)
@@ -198,8 +205,25 @@ class Planner:
             yield j, nodes[j], attrs[j], name
             name = nodes[j].output
 
+    def residual_requant(self, name: str, shape: tuple[int, ...]) -> tuple[int, tuple[str, int, int, int, int]] | None:
+        """(node index, (its input, mult, shift, lo, hi)) when tensor `name` is a per-tensor requant of an
+        activation of `shape` that nothing else reads and that is not lowered yet: an output step
+        may then read that input as its residual and requantize it itself (one pass over the tensor
+        fewer: the identity shortcut of a ResNet block). Only of an input already stored (a
+        downsample conv lowered later keeps the requant in its own output step)."""
+        j = self.producer.get(name)
+        if j is None or j in self.claimed or name in self.values or self.uses[name] != 1 or name in self.graph.outputs:
+            return None
+        node, a = self.graph.nodes[j], self.analysis.attrs[j]
+        m = self.const(node.inputs[1]) if node.op == "requant" else None
+        src = node.inputs[0] if node.op == "requant" else None
+        if m is None or m.size != 1 or src not in self.values or self.analysis.tensors[src].shape != shape:
+            return None
+        lim = bits_max(a["bits"])
+        return j, (src, int(m.reshape(-1)[0]), a["shift"], -lim, lim)
+
     def output_step(self, index: int, channel_axis: int, const_residual: bool = False,
-                     include_head: bool = False, luts: bool = False) -> OutputStep:
+                     include_head: bool = False, luts: bool = False, residual_requant: bool = False) -> OutputStep:
         """The chain after MAC node `index` that its output step computes (FUSION: [requant]
         [relu|clip]* [lut] [add(residual of the same shape) [requant] [relu|clip]* [lut]]).
         const_residual: the add may also be of a constant that is one value per channel (the
@@ -207,17 +231,23 @@ class Planner:
         include_head: node `index` is itself an element-wise node of the chain (its input is then
         what the step reads), not a MAC.
         luts: a lut may be absorbed (element-wise heads; after a conv it was measured slower than
-        the lut's own pass: EfficientNet-B0 10.2 vs 7.8 ms, the lookups stall the GEMM's output step)."""
+        the lut's own pass: EfficientNet-B0 10.2 vs 7.8 ms, the lookups stall the GEMM's output step).
+        residual_requant: the residual may be a per-tensor requant's input, the requant absorbed
+        (residual_requant(); only for kernels whose out_rows reads OST's rmul..rhi: lower_mac)."""
         head = self.graph.nodes[index]
         info = self.analysis.tensors[head.output]
         ctx = FusionContext(self, info.shape, channel_axis, const_residual, luts)
         stages, k, residual, fused, last = [Stage.identity(info.shape[channel_axis])] * 2, 0, None, [], None
+        rq = (1, 0, OPEN_LO, OPEN_HI)
         chain = self._single_reader_chain(head.output)
         if include_head:
             chain = itertools.chain([(index, head, self.analysis.attrs[index], head.inputs[0])], chain)
         for j, node, a, reads in chain:
             if node.op == "add" and k == 0 and (other := ctx.residual_of(node, reads)) is not None:
                 k, residual = 1, other
+                if residual_requant and isinstance(other, str) and (r := self.residual_requant(other, info.shape)):
+                    fused.append(r[0])
+                    residual, rq = r[1][0], r[1][1:]
             elif (absorb := FUSION.get(node.op)) is not None and (st := absorb(ctx, stages[k], node, a)) is not None:
                 stages[k] = st
             else:
@@ -227,7 +257,7 @@ class Planner:
         (s1, s2), name = stages, last or self.graph.nodes[index].output
         vec = residual if isinstance(residual, np.ndarray) else None
         return OutputStep(s1.mult, s1.shift, s1.lo, s1.hi, None if vec is not None else residual, s2.mult, s2.shift,
-                          s2.lo, s2.hi, name, tuple(fused), s1.table, s1.offset, s2.table, s2.offset, vec)
+                          s2.lo, s2.hi, name, tuple(fused), s1.table, s1.offset, s2.table, s2.offset, vec, *rq)
 
 
 @dataclass(frozen=True)
