@@ -87,3 +87,24 @@ def test_relu_outputs_stored_uint8_and_read_in_place():
         calls = step.bind([x4], np.empty((2, 6, 6, 32), np.int16))
         assert len(calls) == 1 and np.shares_memory(calls[0][1][0], x4)  # the conv reads x4: no padded copy
         assert getattr(calls[0][0], "__name__", "") != vnni.to_padded_u8.__name__
+
+
+def test_residual_requant_absorbed_on_the_vnni_path():
+    """A per-tensor requant of a stored activation, read only by the add after a VNNI conv, becomes
+    the conv's output step's residual requant (no step of its own); the portable plan keeps it."""
+    rng = np.random.default_rng(11)
+    b = cvm.GraphBuilder()
+    x = b.input("x", (8, 6, 6), 8)
+    a = _requant_relu(b, b.op("conv2d", x, b.const(rng.integers(-127, 128, (32, 8, 3, 3))), pads=(1, 1, 1, 1)),
+                      rng, 32)
+    y = b.op("conv2d", a, b.const(rng.integers(-127, 128, (32, 32, 1, 1))))
+    y = b.op("requant", y, b.const(rng.integers(1 << 13, 1 << 15, 32)), shift=24, bits=12, axis=0)
+    r = b.op("requant", a, b.const([1889620750]), shift=28, bits=13)
+    y = b.op("relu", b.op("requant", b.op("add", y, r), b.const([5]), shift=3, bits=9))
+    model = b.build(y)
+    check(Case(model, {"x": rng.integers(-128, 128, (3, 8, 6, 6)).astype(np.int8)}))
+    labels = {isa: [s.label for s in nb.prepare(model.graph, model.analysis, isa=isa).plan.steps]
+              for isa in nb.available_isas()}
+    assert "requant" in labels["portable"]
+    if "vnni" in labels:
+        assert "requant" not in labels["vnni"] and any("+requant+requant+add" in s for s in labels["vnni"]), labels
