@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from cvm.interp.numba_kernels import dense16, fused, rows_case
 from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
@@ -23,11 +24,14 @@ def _takes(ost, res, out) -> bool:
 
 
 @SETTINGS
-@given(rows_call())
-def test_flat_mul_rows_equal_fused_mul_rows(case):
+@given(rows_call(), st.booleans())
+def test_flat_mul_rows_equal_fused_mul_rows(case, one_multiplier):
+    """Per-channel multipliers (tiled) and one multiplier a stage (the scalar kernels)."""
     mul, head, (m1, m2, ost, res), out, tail, (b0, b1) = case
     if not mul:
         return
+    if one_multiplier:
+        m1, m2 = np.full_like(m1, m1[0]), np.full_like(m2, m2[0])
     got = out.copy()
     call = rows_case.mul_rows((*head, m1, m2, ost, res, got, *tail, b0, b1))
     whole = tail[0] == 1 and (b0, b1) == (0, 1) and head[0].shape[0] <= fused.BLOCK_ROWS
@@ -41,26 +45,28 @@ def test_flat_mul_rows_equal_fused_mul_rows(case):
 
 
 @SETTINGS
-@given(dense_case())
-def test_flat_dense_equals_dense_rows_i32(case):
-    x, w, bias, m1, m2, ost, res, out = case
+@given(dense_case(), st.booleans())
+def test_flat_dense_equals_dense_rows_i32(case, wide):
+    """Any width (flat, multipliers tiled) and widths of 64 channels (row by row: rows_case.ROWWISE)."""
+    x, w, bias, m1, m2, ost, res, out = _channels_of(case, 64) if wide else case
     got = out.copy()
     call = rows_case.dense_rows((x, w, bias, m1, m2, ost, res, got, np.empty(out.shape, np.int32)))
     assert (call is not None) == _takes(ost, res, out)
     if call is None:
         return
+    assert (call[0] in (rows_case.dense_row_p, rows_case.dense_row_r)) == (out.shape[1] % 64 == 0)
     want = out.copy()
     dense_rows_i32(x, w, bias, m1, m2, ost, res, want, np.empty(out.shape, np.int32))
     call[0](*call[1])
     np.testing.assert_array_equal(got, want)
 
 
-def _channels_of_32(case):
-    """The case with its output channels repeated up to a multiple of 32 (dense16's panels unpadded, as
-    the specialized kernel needs)."""
+def _channels_of(case, multiple: int):
+    """The case with its output channels repeated up to a multiple of `multiple` (32: dense16's panels
+    unpadded, as the specialized kernels need; 64: the row-by-row output step)."""
     x, w, bias, m1, m2, ost, res, out = case
     og = out.shape[1]
-    idx = np.arange(-(-og // 32) * 32) % og
+    idx = np.arange(-(-og // multiple) * multiple) % og
     res = res[:, idx] if res.shape == out.shape else res
     c = np.ascontiguousarray
     return x, c(w[:, idx]), c(bias[:, idx]), c(m1[:, idx]), c(m2[:, idx]), ost, c(res), c(out[:, idx])
@@ -68,9 +74,9 @@ def _channels_of_32(case):
 
 @pytest.mark.skipif("vnni" not in ISAS, reason="AVX-512 VNNI not available on this machine")
 @SETTINGS
-@given(dense_case())
-def test_flat_dense16_equals_dense_vnni16(case):
-    x, w, bias, m1, m2, ost, res, out = _channels_of_32(case)
+@given(dense_case(), st.sampled_from([32, 64]))
+def test_flat_dense16_equals_dense_vnni16(case, multiple):
+    x, w, bias, m1, m2, ost, res, out = _channels_of(case, multiple)
     rows, k = x.shape[0], x.shape[3]
     if k < 2:
         return

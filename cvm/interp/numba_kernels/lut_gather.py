@@ -92,3 +92,20 @@ def copy_rows_g(x, mult, mult2, ost, res, out, c0, b0, b1, s, ost32):
                 ch += 16
             for k in range(ch, c):
                 orow[k] = ost[t1 + sr[k]]
+
+
+@njit(cache=True, nogil=True)
+def copy_flat_g(x, m, ost, out, s, ost32):
+    """copy_rows_g on flat operands (x, out: rows x channels, contiguous; s: int32 scratch of as many
+    values) with one multiplier m for every channel: one requant loop, then the lookups."""
+    n = x.shape[0]
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    t1 = ost[LUT1] - ost[LUT1_OFF]
+    for i in range(n):
+        s[i] = min(max((np.int64(np.int32(x[i])) * m + rnd) >> shift, lo), hi)
+    i = 0
+    while i + 16 <= n:
+        vstore_as(out, i, vgather(ost32, vplus(vload(s, i), t1)))
+        i += 16
+    for k in range(i, n):
+        out[k] = ost[t1 + s[k]]

@@ -24,6 +24,8 @@ from .fused import BLOCK_ROWS
 from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT2, RND, RND2, SHIFT, SHIFT2
 
 SPECIAL = True  # pick the specialized kernels (False: rows_lean's, for in-process A/B)
+ROWWISE = True  # dense layers of ROW_WIDTH-multiple widths: the output step row by row, multipliers untiled
+ROW_WIDTH = 64  # (a row this wide runs in LLVM's vector loop, not its scalar remainder)
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -63,6 +65,24 @@ def mul_flat_r(x, sc, mult, mult2, ost, res, out):
         out[i] = _stage1(v, mult2[i], rnd2, shift2, lo2, hi2)
 
 
+@njit(cache=True, nogil=True)
+def mul_flat_p1(x, sc, m, ost, out):
+    """mul_flat_p with one multiplier m for every channel (a per-tensor requant: no tiled array to read)."""
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    for i in range(x.shape[0]):
+        out[i] = _stage1(np.int64(np.int32(np.int32(x[i]) * np.int32(sc[i]))), m, rnd, shift, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def mul_flat_r1(x, sc, m, m2, ost, res, out):
+    """mul_flat_r with one multiplier per stage (m, m2) for every channel."""
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
+    for i in range(x.shape[0]):
+        v = _stage1(np.int64(np.int32(np.int32(x[i]) * np.int32(sc[i]))), m, rnd, shift, lo, hi) + res[i]
+        out[i] = _stage1(v, m2, rnd2, shift2, lo2, hi2)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _finish_p(s, mult, ost, out):
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
@@ -94,6 +114,58 @@ def _dense_sums(x, wt, bias, s):
             xj, wr = np.int32(xr[j]), wt[j]
             for n in range(og):
                 sr[n] = np.int32(sr[n] + xj * np.int32(wr[n]))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish_rows_p(s, out, mult, ost):
+    """_finish_p row by row, mult (og,) read untiled (rows of 64 or more values vectorize whole)."""
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    og = out.shape[1]
+    for r in range(out.shape[0]):
+        srow, orow = s[r], out[r]
+        for n in range(og):
+            orow[n] = _stage1(np.int64(srow[n]), mult[n], rnd, shift, lo, hi)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish_rows_r(s, out, mult, mult2, ost, res):
+    """_finish_r row by row (res shaped like out)."""
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
+    og = out.shape[1]
+    for r in range(out.shape[0]):
+        srow, orow, rrow = s[r], out[r], res[r]
+        for n in range(og):
+            v = _stage1(np.int64(srow[n]), mult[n], rnd, shift, lo, hi) + rrow[n]
+            orow[n] = _stage1(v, mult2[n], rnd2, shift2, lo2, hi2)
+
+
+@njit(cache=True, nogil=True)
+def dense_row_p(x, wt, bias, mult, ost, out, s):
+    """dense_flat_p with the output step row by row, mult (og,) untiled."""
+    _dense_sums(x, wt, bias, s)
+    _finish_rows_p(s, out, mult, ost)
+
+
+@njit(cache=True, nogil=True)
+def dense_row_r(x, wt, bias, mult, mult2, ost, res, out, s):
+    """dense_flat_r with the output step row by row, mult and mult2 (og,) untiled."""
+    _dense_sums(x, wt, bias, s)
+    _finish_rows_r(s, out, mult, mult2, ost, res)
+
+
+@njit(cache=True, nogil=True)
+def dense16_row_p(x, wp, last, bias, mult, ost, out, s):
+    """dense16_flat_p with the output step row by row."""
+    _block16(x, 0, s.shape[0], wp, last, bias, s)
+    _finish_rows_p(s, out, mult, ost)
+
+
+@njit(cache=True, nogil=True)
+def dense16_row_r(x, wp, last, bias, mult, mult2, ost, res, out, s):
+    """dense16_flat_r with the output step row by row."""
+    _block16(x, 0, s.shape[0], wp, last, bias, s)
+    _finish_rows_r(s, out, mult, mult2, ost, res)
 
 
 @njit(cache=True, nogil=True)
@@ -129,6 +201,12 @@ def _tile(m: np.ndarray, rows: int) -> np.ndarray:
     return np.ascontiguousarray(np.tile(m.reshape(-1), rows))
 
 
+def uniform(mult: np.ndarray) -> int | None:
+    """The one multiplier of every channel, or None when they differ."""
+    m = mult.reshape(-1)
+    return int(m[0]) if m.size and (m == m[0]).all() else None
+
+
 def _flat(a: np.ndarray) -> np.ndarray | None:
     return a.reshape(-1) if a.flags.c_contiguous else None
 
@@ -146,10 +224,15 @@ def mul_rows(args) -> tuple | None:
         return None
     if any(_flat(a) is None for a in (x, sc, out)) or sc.shape != x.shape:
         return None
+    m, m2 = uniform(mult), uniform(mult2)
     if k == "p":
+        if m is not None:
+            return mul_flat_p1, (x.reshape(-1), sc.reshape(-1), m, ost, out.reshape(-1))
         return mul_flat_p, (x.reshape(-1), sc.reshape(-1), _tile(mult, rows), ost, out.reshape(-1))
     if res.shape != out.shape or not res.flags.c_contiguous:
         return None
+    if m is not None and m2 is not None:
+        return mul_flat_r1, (x.reshape(-1), sc.reshape(-1), m, m2, ost, res.reshape(-1), out.reshape(-1))
     return mul_flat_r, (x.reshape(-1), sc.reshape(-1), _tile(mult, rows), _tile(mult2, rows), ost, res.reshape(-1),
                         out.reshape(-1))
 
@@ -161,6 +244,12 @@ def dense_rows(args) -> tuple | None:
     if not SPECIAL or (k := case(ost)) is None or not out.flags.c_contiguous or s.shape != out.shape:
         return None
     wt = np.ascontiguousarray(w[0].T)
+    if og % ROW_WIDTH == 0 and ROWWISE:
+        if k == "p":
+            return dense_row_p, (x, wt, bias, mult[0], ost, out, s)
+        if res.shape != out.shape or not res.flags.c_contiguous:
+            return None
+        return dense_row_r, (x, wt, bias, mult[0], mult2[0], ost, res, out, s)
     if k == "p":
         return dense_flat_p, (x, wt, bias, _tile(mult[0], rows), ost, out.reshape(-1), s, s.reshape(-1))
     if res.shape != out.shape or not res.flags.c_contiguous:
@@ -176,6 +265,12 @@ def dense16_rows(args) -> tuple | None:
     if not SPECIAL or (k := case(ost)) is None or not out.flags.c_contiguous or bias.shape[0] != og:
         return None
     s = np.empty((rows, og), np.int32)
+    if og % ROW_WIDTH == 0 and ROWWISE:
+        if k == "p":
+            return dense16_row_p, (x, wp, last, bias, mult, ost, out, s)
+        if res.shape != out.shape or not res.flags.c_contiguous:
+            return None
+        return dense16_row_r, (x, wp, last, bias, mult, mult2, ost, res, out, s)
     if k == "p":
         return dense16_flat_p, (x, wp, last, bias, _tile(mult, rows), ost, out.reshape(-1), s, s.reshape(-1))
     if res.shape != out.shape or not res.flags.c_contiguous:

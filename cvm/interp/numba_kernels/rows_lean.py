@@ -232,10 +232,14 @@ def _gather_twin(fn, args) -> tuple | None:
     ost = args[3]
     if not (GATHER and fn is copy_rows and ost[LUT1] != 0 and ost[HAS_RESIDUAL] == 0 and nb.host_has_vnni()):
         return None
-    from .lut_gather import copy_rows_g
+    from .lut_gather import copy_flat_g, copy_rows_g
     if np.abs(ost[ost[LUT1]:]).max(initial=0) >= 1 << 31:
         return None
-    x = args[0]
+    x, mult, out, c0, b0, b1 = args[0], args[1], args[5], args[6], args[7], args[8]
+    if (rows_case.SPECIAL and (m := rows_case.uniform(mult)) is not None and x.flags.c_contiguous
+            and out.flags.c_contiguous and out.shape == x.shape and int(c0) == 0
+            and (int(b0), int(b1)) == (0, 1) and x.shape[0] <= BLOCK_ROWS):
+        return copy_flat_g, (x.reshape(-1), m, ost, out.reshape(-1), np.empty(x.size, np.int32), ost.astype(np.int32))
     return copy_rows_g, (*args, np.empty((min(BLOCK_ROWS, x.shape[0]), x.shape[1]), np.int32), ost.astype(np.int32))
 
 
