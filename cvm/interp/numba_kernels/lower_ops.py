@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from ...arith import div_round_into
-from . import elementwise, lower_fused, matmul, pool
+from . import elementwise, lower_fused, matmul, matmul_vnni, pool, reduce_rows
 from .kargs import WINDOW, pack
 from .layout import C, FLAT, NHWC, canonical, flat_permutation, to_nhwc_const
 from .plan import OPEN_HI, Planner
@@ -172,8 +172,12 @@ def lower_reduce(p: Planner, index, node, attrs):
         outer = int(np.prod(shape[:axes[0]], dtype=np.int64))
         mid = int(np.prod(shape[axes[0]:axes[-1] + 1], dtype=np.int64))
 
+        last = int(np.prod(shape[axes[-1] + 1:], dtype=np.int64)) == 1  # the rows are contiguous
+
         def bind(ins, out):
             n = ins[0].shape[0] * outer
+            if last:
+                return [(reduce_rows.reduce_rows, (ins[0].reshape(n, mid), is_max, out.reshape(n)))]
             return [(elementwise.reduce_mid, (ins[0].reshape(n, mid, -1), is_max, out.reshape(n, -1)))]
     else:
         method, extra = (np.max, {}) if is_max else (np.sum, {"dtype": np.int64})
@@ -294,8 +298,13 @@ def lower_matmul(p: Planner, index, node, attrs):
     a_name, b_name = (p.in_layout(n, C) for n in node.inputs)
     (m, k), n = p.values[a_name].shape[-2:], p.values[b_name].shape[-1]
     kern, label = matmul.matmul_i32, "matmul"
-    if p.isa == "vnni" and k >= 2 and all(p.values[x].dtype == np.int16 for x in (a_name, b_name)) \
-            and p.spec_value(node.output).dtype == np.int32:
+    int32_out = p.spec_value(node.output).dtype == np.int32
+    if p.isa == "vnni" and matmul_vnni.eligible(p.values[a_name].dtype, p.values[b_name].dtype, k):
+        p.add("matmul[vnni]", [a_name, b_name], node.output, p.spec_value(node.output), lambda ins, out: [
+            (matmul_vnni.matmul_vnni, (*matmul_vnni.left_operand(ins[0].reshape(-1, m, k)),
+                                       ins[1].reshape(-1, k, n), out.reshape(-1, m, n)))])
+        return  # two int8 activations: vpdpbusd (an 8-bit transformer's attention)
+    if p.isa == "vnni" and k >= 2 and all(p.values[x].dtype == np.int16 for x in (a_name, b_name)) and int32_out:
         from . import dense16  # two int16 activations: vpdpwssd (a wide transformer's attention)
         kern, label = dense16.matmul_vnni16, "matmul[vnni16]"
     p.add(label, [a_name, b_name], node.output, p.spec_value(node.output), lambda ins, out: [
