@@ -79,3 +79,29 @@ def test_mobilenet_block_takes_the_vnni_depthwise_path():
         expect = ["conv2d[dwvnni]" if isa == "vnni" else "conv2d[depthwise]"] * 2
         assert paths == expect, paths
         assert np.array_equal(runner(xs)[z], want[z])
+
+
+@st.composite
+def row_pair_case(draw):
+    """Kernels 3 taps high at stride and dilation 1, channels a multiple of 16: dw_vnni's row pairs (one
+    quad of input rows i..i+3 for output rows i and i + 1), odd and even output heights, batches."""
+    b = cvm.GraphBuilder()
+    c = draw(st.sampled_from([16, 32, 48]))
+    kw = draw(st.integers(1, 5))
+    pads = (draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 12))
+    w = draw(st.integers(max(1, kw - pads[1] - pads[3]), 12))
+    if draw(st.booleans()):
+        x = b.op("clip", b.input("x", (c, h, w), 12), lo=0, hi=draw(st.sampled_from([6, 127, 255])))
+    else:
+        x = b.input("x", (c, h, w), 8)
+    wt = values(draw, (c, 1, 3, kw), -127, 127)
+    y = b.op("conv2d", x, b.const(wt), b.const(values(draw, (c,), -(1 << 16), 1 << 16)), pads=pads, groups=c)
+    oh, ow = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - kw + 1
+    return finish(draw, b, output_chain(draw, b, y, (c, oh, ow), 0, 24))
+
+
+@settings(SETTINGS, max_examples=max(1, EXAMPLES // 4))
+@given(case=row_pair_case(), threads=st.integers(1, 3))
+def test_depthwise_row_pairs_match_reference(case, threads):
+    check(case, threads=threads, split="always" if threads > 1 else "auto")
