@@ -48,7 +48,8 @@ def unsigned_chain(draw) -> Case:
         a = b.op("max_pool2d", a, kernel=(2, 2), strides=(1, 1))
     y = b.op("conv2d", a, b.const(rng.integers(-127, 128, (m, m, 1, 1))), b.const(rng.integers(-999, 999, m)))
     y = b.op("requant", y, b.const(rng.integers(1 << 13, 1 << 15, m)), shift=24, bits=10, axis=0)
-    r = b.op("requant", a, b.const([5]), shift=2, bits=12)
+    rm, rs = draw(st.sampled_from([(5, 2), (1889620750, 28)]))  # the residual's requant: its clamp
+    r = b.op("requant", a, b.const([rm]), shift=rs, bits=draw(st.sampled_from([9, 12])))  # active at 9 bits
     y = b.op("relu", b.op("requant", b.op("add", y, r), b.const([3]), shift=3, bits=9))
     if draw(st.booleans()):
         out = b.op("conv2d", y, b.const(rng.integers(-127, 128, (og, m, 1, 1))), b.const(rng.integers(-99, 99, og)))
@@ -108,3 +109,24 @@ def test_residual_requant_absorbed_on_the_vnni_path():
     assert "requant" in labels["portable"]
     if "vnni" in labels:
         assert "requant" not in labels["vnni"] and any("+requant+requant+add" in s for s in labels["vnni"]), labels
+
+
+def test_residual_requant_clamp_left_open_only_where_inactive():
+    """The absorbed requant's clamp is opened only where the proven input interval never reaches it."""
+    from cvm.interp.numba_kernels.kargs import OST, RHI, RLO
+    for bits, open_ in ((13, True), (9, False)):  # 0..255 x 1889620750 / 2^28: 0..1795
+        rng = np.random.default_rng(5)
+        b = cvm.GraphBuilder()
+        x = b.input("x", (8, 6, 6), 8)
+        a = _requant_relu(b, b.op("conv2d", x, b.const(rng.integers(-127, 128, (32, 8, 1, 1)))), rng, 32)
+        y = b.op("requant", b.op("conv2d", a, b.const(rng.integers(-127, 128, (32, 32, 1, 1)))),
+                 b.const(rng.integers(1 << 13, 1 << 15, 32)), shift=24, bits=12, axis=0)
+        y = b.op("add", y, b.op("requant", a, b.const([1889620750]), shift=28, bits=bits))
+        model = b.build(b.op("relu", b.op("requant", y, b.const([5]), shift=3, bits=9)))
+        check(Case(model, {"x": rng.integers(-128, 128, (2, 8, 6, 6)).astype(np.int8)}))
+        if "vnni" in nb.available_isas():
+            runner = nb.prepare(model.graph, model.analysis, isa="vnni", wholeplan="never")
+            step = [s for s in runner.plan.steps if "+add" in s.label][0]
+            calls = step.bind([np.zeros((2, 6, 6, 32), np.uint8)] * 2, np.empty((2, 6, 6, 32), np.uint8))
+            ost = [a for a in calls[-1][1] if isinstance(a, np.ndarray) and a.dtype == np.int64 and a.shape == (len(OST),)][0]
+            assert (ost[RLO] < -(1 << 30) and ost[RHI] > 1 << 30) == open_, (bits, ost)

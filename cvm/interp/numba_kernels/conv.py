@@ -92,8 +92,9 @@ def _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res):
     lut1, lut2 = ost[LUT1], ost[LUT2]
     t1, t2 = lut1 - ost[LUT1_OFF], lut2 - ost[LUT2_OFF]
     rmul, rrnd, rshift, rlo, rhi = ost[RMUL], ost[RRND], ost[RSHIFT], ost[RLO], ost[RHI]
-    identity = rmul == 1 and rshift == 0 and rlo <= -(1 << 31) and rhi >= (1 << 31) - 1  # every tensor value
-    # fits int32 (plan.OPEN_LO, OPEN_HI): the residual as it is
+    unclamped = rlo <= -(1 << 31) and rhi >= (1 << 31) - 1  # every tensor value fits int32 (plan.OPEN_LO,
+    # OPEN_HI): the planner opens the residual's clamp where it proved it inactive
+    identity = rmul == 1 and rshift == 0 and unclamped  # the residual as it is
     last = res.shape[0] - 1
     for r in range(nrows):
         srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[min(r0 + r, last), c0:c0 + og]
@@ -102,7 +103,13 @@ def _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res):
                 v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + rrow[n]
                 orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
             continue
-        if lut1 == 0 and lut2 == 0:  # the residual requantized first (plan.OutputStep.res_mult)
+        if lut1 == 0 and lut2 == 0 and unclamped:  # the residual requantized first (plan.OutputStep.res_mult);
+            for n in range(og):  # without its clamp: 0.154 vs 0.172 ns an output
+                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + \
+                    ((np.int64(rrow[n]) * rmul + rrnd) >> rshift)
+                orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
+            continue
+        if lut1 == 0 and lut2 == 0:
             for n in range(og):
                 v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + \
                     min(max((np.int64(rrow[n]) * rmul + rrnd) >> rshift, rlo), rhi)

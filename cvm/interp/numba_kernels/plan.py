@@ -219,8 +219,12 @@ class Planner:
         src = node.inputs[0] if node.op == "requant" else None
         if m is None or m.size != 1 or src not in self.values or self.analysis.tensors[src].shape != shape:
             return None
-        lim = bits_max(a["bits"])
-        return j, (src, int(m.reshape(-1)[0]), a["shift"], -lim, lim)
+        lim, mult, shift = bits_max(a["bits"]), int(m.reshape(-1)[0]), a["shift"]
+        x = self.values[src]
+        lo, hi = ((v * mult + ((1 << shift) >> 1)) >> shift for v in (x.lo, x.hi))  # mult >= 0: monotonic
+        if -lim <= lo and hi <= lim:  # the clamp never acts on the proven input interval: left open
+            lim = None
+        return j, (src, mult, shift, OPEN_LO if lim is None else -lim, OPEN_HI if lim is None else lim)
 
     def output_step(self, index: int, channel_axis: int, const_residual: bool = False,
                      include_head: bool = False, luts: bool = False, residual_requant: bool = False) -> OutputStep:

@@ -19,7 +19,8 @@ of BLOCK_ROWS pixels goes to an int32 scratch and the output step (conv.out_rows
 requantizes it into `out` (and applies the fused clamps, lookup tables and residual add). numba's
 cache keys a kernel by its own file only: a change to conv.out_rows needs this file (and every other
 caller's) touched, or the cached kernel keeps the old output step (out_rows' residual requant, OST's
-rmul..rhi, is only ever non-identity on this file's conv_vnni: lower_mac.requant_residual).
+rmul..rhi, is only ever non-identity on this file's conv_vnni: lower_mac.requant_residual; its clamp
+may be open, where the planner proved it inactive).
 
 geo (int64, see geometry()): kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp, c, then the
 runs of one pixel's K: useg x vseg runs of seg4*4 bytes, ustride and vstride apart.
