@@ -83,21 +83,22 @@ def test_mobilenet_block_takes_the_vnni_depthwise_path():
 
 @st.composite
 def row_pair_case(draw):
-    """Kernels 3 taps high at stride and dilation 1, channels a multiple of 16: dw_vnni's row pairs (one
-    quad of input rows i..i+3 for output rows i and i + 1), odd and even output heights, batches."""
+    """Kernels 3, 5 or 7 taps high at stride and dilation 1, channels a multiple of 16: dw_vnni's row
+    pairs (one set of quads of input rows i..i+4nq-1 for output rows i and i + 1), odd and even
+    output heights, batches."""
     b = cvm.GraphBuilder()
     c = draw(st.sampled_from([16, 32, 48]))
-    kw = draw(st.integers(1, 5))
-    pads = (draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(0, 2)))
-    h = draw(st.integers(max(1, 3 - pads[0] - pads[2]), 12))
+    kh, kw = draw(st.sampled_from([3, 3, 5, 7])), draw(st.integers(1, 5))
+    pads = (draw(st.integers(0, 3)), draw(st.integers(0, 2)), draw(st.integers(0, 3)), draw(st.integers(0, 2)))
+    h = draw(st.integers(max(1, kh - pads[0] - pads[2]), 12))
     w = draw(st.integers(max(1, kw - pads[1] - pads[3]), 12))
     if draw(st.booleans()):
         x = b.op("clip", b.input("x", (c, h, w), 12), lo=0, hi=draw(st.sampled_from([6, 127, 255])))
     else:
         x = b.input("x", (c, h, w), 8)
-    wt = values(draw, (c, 1, 3, kw), -127, 127)
+    wt = values(draw, (c, 1, kh, kw), -127, 127)
     y = b.op("conv2d", x, b.const(wt), b.const(values(draw, (c,), -(1 << 16), 1 << 16)), pads=pads, groups=c)
-    oh, ow = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - kw + 1
+    oh, ow = h + pads[0] + pads[2] - kh + 1, w + pads[1] + pads[3] - kw + 1
     return finish(draw, b, output_chain(draw, b, y, (c, oh, ow), 0, 24))
 
 

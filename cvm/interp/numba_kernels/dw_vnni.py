@@ -26,11 +26,13 @@ byte gets + 128, simd_step.vbits): the copy wrote and the kernel read a whole pa
 batch 8 no longer fits the caches. MobileNetV2 whole runs 0.916x (batch 1), 0.864x (batch 8).
 Both build a quad as one byte shuffle of its four 16-byte loads (simd_step.vquad_shuffle: inserts and
 a vpermb, where simd.vquad zero-extended, shifted and or-ed four times): the 17 calls 1.07 -> 0.81 ms.
-Row pairs (conv_dw_vnni_in_place, kh = 3 at stride and dilation 1, the output step on the
-accumulators): one quad of input rows i..i+3 serves output rows i and i + 1, its lane bytes times
-the weights in bytes 0..2 for the first and in bytes 1..3 (wq << 8) for the second, so quads are built
-once per two output rows and every quad and weight load feeds two vpdpbusd: MobileNetV2's 17 calls
-0.739 -> 0.471 ms (batch 1), 6.99 -> 3.97 ms (batch 8), thread CPU, one process.
+Row pairs (conv_dw_vnni_in_place at stride and dilation 1 with 4 * nq >= kh + 1, i.e. kh 3, 5, 7;
+the output step on the accumulators): one set of quads of input rows i..i+4nq-1 serves output rows
+i and i + 1, its lane bytes times the weights for the first and times the weights one row further
+down (wq2: the byte string shifted by one, the last row moving into a zero byte) for the second, so
+quads are built once per two output rows and every quad and weight load feeds two vpdpbusd.
+MobileNetV2's 17 calls (3x3) 0.739 -> 0.471 ms (batch 1), 6.99 -> 3.97 ms (batch 8); with 5x5 and
+7x7 too, EfficientNet-B0's 1.121 -> 0.720 ms (batch 1); thread CPU, one process.
 
 wq: (nq*kw, cp) int32, four int8 weights per lane (byte t: tap (4k + t, v)), row k*kw + v;
 bias: (cp,) int32; mult, mult2: (1, C) int64; ost, res: the output step (conv.out_rows);
@@ -69,12 +71,14 @@ def conv_dw_vnni_in_place(x, wq, bias, mult, mult2, ost, pad, res, out, geo, b0,
     nq, wpd, cp, oh = geo[D_NQ], geo[D_WP], wq.shape[1], geo[D_OH]
     s = np.empty((max(geo[D_OW], 4), cp), np.int32)
     q = np.empty(nq * wpd * cp + 4 * geo[D_SW] * cp, np.int32)
-    pairs = (geo[D_KH] == 3 and geo[D_SH] == 1 and geo[D_DH] == 1 and geo[D_C] % 16 == 0 and geo[D_OW] >= 4
-             and ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0)
-    wq2 = np.empty_like(wq)
-    for k in range(wq.shape[0]):  # kernel rows 0..2 in bytes 1..3: the next output row's taps
+    kw = geo[D_KW]
+    pairs = (4 * nq >= geo[D_KH] + 1 and geo[D_SH] == 1 and geo[D_DH] == 1 and geo[D_C] % 16 == 0
+             and geo[D_OW] >= 4 and ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0)
+    wq2 = np.empty_like(wq)  # the weights one kernel row further down the quads: the next output row's
+    for r in range(wq.shape[0]):  # (the last kernel row moves into a zero byte: 4 * nq >= kh + 1)
         for ch in range(cp):
-            wq2[k, ch] = np.int32(np.int64(wq[k, ch]) << 8)  # (byte 3 was row 3's zero weight)
+            below = (np.int64(wq[r - kw, ch]) >> 24) & 0xFF if r >= kw else 0
+            wq2[r, ch] = np.int32(((np.int64(wq[r, ch]) << 8) | below) & 0xFFFFFFFF)
     row = b0
     while row < b1:
         if pairs and row + 1 < b1 and row % oh + 1 < oh:  # two output rows from one quad of input rows
@@ -107,7 +111,8 @@ def _quads_padded(xp, q, row, geo, cp):
 def _quads_in_place(x, q, row, geo, cp, pad, pair):
     """_quads_padded's quads built from the unpadded input: bytes of rows above or below the input,
     and quads of columns left or right of it, are the padding value z; an int8 byte gets + 128.
-    pair (kh = 3, stride and dilation 1): input rows i..i+3, the taps of output rows i and i + 1."""
+    pair (stride and dilation 1, 4 * nq >= kh + 1): input rows i..i+4nq-1, the taps of output rows i
+    and i + 1."""
     kh, sh, dh, oh, wpd, c = geo[D_KH], geo[D_SH], geo[D_DH], geo[D_OH], geo[D_WP], geo[D_C]
     pt, pl, h, w, z = pad[0], pad[1], pad[2], pad[3], pad[4]
     flip = 0x80808080 if z == 128 else 0
@@ -117,7 +122,7 @@ def _quads_in_place(x, q, row, geo, cp, pad, pair):
         keep, fill = 0, 0
         a0 = a1 = a2 = a3 = n * h * w * c
         for t in range(4):
-            r = i + t - pt if pair else i * sh + min(4 * k + t, kh - 1) * dh - pt
+            r = i + 4 * k + t - pt if pair else i * sh + min(4 * k + t, kh - 1) * dh - pt
             if 0 <= r < h:
                 keep |= 0xFF << (8 * t)
                 a = (n * h + r) * w * c
@@ -151,10 +156,10 @@ def _quads_in_place(x, q, row, geo, cp, pad, pair):
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _taps_pair(q, wq, wq2, bias, mult, ost, out, geo, row):
-    """Output rows row and row + 1 from quads of input rows i..i+3 (kh = 3, nq = 1): the lane bytes
-    times wq (rows 0..2 in bytes 0..2) for the first, times wq2 (in bytes 1..3) for the second; both
-    stored through the output step on the accumulators (no residual or lookup, C a multiple of 16)."""
-    kw, sw, dw, ow, c = geo[D_KW], geo[D_SW], geo[D_DW], geo[D_OW], geo[D_C]
+    """Output rows row and row + 1 from quads of input rows i..i+4nq-1: the lane bytes times wq for
+    the first, times wq2 (the same weights one row further down) for the second; both stored through
+    the output step on the accumulators (no residual or lookup, C a multiple of 16)."""
+    kw, sw, dw, ow, c, nq, wpd = geo[D_KW], geo[D_SW], geo[D_DW], geo[D_OW], geo[D_C], geo[D_NQ], geo[D_WP]
     cp = wq.shape[1]
     wf, wf2, mf = wq.reshape(wq.size), wq2.reshape(wq2.size), mult.reshape(mult.size)
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
@@ -167,14 +172,16 @@ def _taps_pair(q, wq, wq2, bias, mult, ost, out, geo, row):
                 j = max(0, ow - 4)
             t0, t1, t2, t3 = bv, bv, bv, bv
             u0, u1, u2, u3 = bv, bv, bv, bv
-            for v in range(kw):
-                p = j * jstep + v * vstep + cb
-                wv, wu = vload(wf, v * cp + cb), vload(wf2, v * cp + cb)
-                x0, x1, x2, x3 = vload(q, p), vload(q, p + jstep), vload(q, p + 2 * jstep), vload(q, p + 3 * jstep)
-                t0, u0 = dpbusd(t0, x0, wv), dpbusd(u0, x0, wu)
-                t1, u1 = dpbusd(t1, x1, wv), dpbusd(u1, x1, wu)
-                t2, u2 = dpbusd(t2, x2, wv), dpbusd(u2, x2, wu)
-                t3, u3 = dpbusd(t3, x3, wv), dpbusd(u3, x3, wu)
+            for k in range(nq):
+                for v in range(kw):
+                    p = (k * wpd + j * sw) * cp + v * vstep + cb
+                    wv, wu = vload(wf, (k * kw + v) * cp + cb), vload(wf2, (k * kw + v) * cp + cb)
+                    x0, x1 = vload(q, p), vload(q, p + jstep)
+                    x2, x3 = vload(q, p + 2 * jstep), vload(q, p + 3 * jstep)
+                    t0, u0 = dpbusd(t0, x0, wv), dpbusd(u0, x0, wu)
+                    t1, u1 = dpbusd(t1, x1, wv), dpbusd(u1, x1, wu)
+                    t2, u2 = dpbusd(t2, x2, wv), dpbusd(u2, x2, wu)
+                    t3, u3 = dpbusd(t3, x3, wv), dpbusd(u3, x3, wu)
             o = (row * ow + j) * c + cb
             step_store(out, o, t0, mf, cb, rnd, shift, lo, hi)
             step_store(out, o + c, t1, mf, cb, rnd, shift, lo, hi)
