@@ -28,23 +28,77 @@ RANK = 4  # operands and output are seen as 4-d (unit axes in front); higher ran
 @njit(cache=True, nogil=True)
 def binary(op, a, b, sa, sb, out):
     """out[i] = a[i . sa] (op) b[i . sb] over the 4-d index i of out; sa, sb: element strides of the
-    flat operands (0 along a broadcast axis)."""
+    flat operands (0 along a broadcast axis). Rows whose operands are contiguous (or one of them a
+    scalar along the row: a per-row or per-tensor operand) go through contiguous slices, which LLVM
+    vectorizes (ViT-B/16's 197x768 rows: 137 -> 12 us); any other stride takes the indexed loop."""
     d0, d1, d2, d3 = out.shape
+    ka, kb = sa[3], sb[3]
     for i0 in range(d0):
         for i1 in range(d1):
             for i2 in range(d2):
                 pa = i0 * sa[0] + i1 * sa[1] + i2 * sa[2]
                 pb = i0 * sb[0] + i1 * sb[1] + i2 * sb[2]
                 row = out[i0, i1, i2]
-                if op == 0:
-                    for i3 in range(d3):
-                        row[i3] = np.int64(a[pa + i3 * sa[3]]) + np.int64(b[pb + i3 * sb[3]])
-                elif op == 1:
-                    for i3 in range(d3):
-                        row[i3] = np.int64(a[pa + i3 * sa[3]]) - np.int64(b[pb + i3 * sb[3]])
+                if ka == 1 and kb == 1:
+                    _rows(op, a[pa:pa + d3], b[pb:pb + d3], row)
+                elif ka == 1 and kb == 0:
+                    _row_scalar(op, a[pa:pa + d3], np.int64(b[pb]), row)
+                elif ka == 0 and kb == 1:
+                    _scalar_row(op, np.int64(a[pa]), b[pb:pb + d3], row)
                 else:
-                    for i3 in range(d3):
-                        row[i3] = np.int64(a[pa + i3 * sa[3]]) * np.int64(b[pb + i3 * sb[3]])
+                    _strided(op, a, pa, ka, b, pb, kb, row)
+
+
+@njit(cache=True, inline="always")
+def _rows(op, a, b, row):
+    if op == 0:
+        for i in range(row.shape[0]):
+            row[i] = np.int64(a[i]) + np.int64(b[i])
+    elif op == 1:
+        for i in range(row.shape[0]):
+            row[i] = np.int64(a[i]) - np.int64(b[i])
+    else:
+        for i in range(row.shape[0]):
+            row[i] = np.int64(a[i]) * np.int64(b[i])
+
+
+@njit(cache=True, inline="always")
+def _row_scalar(op, a, s, row):
+    if op == 0:
+        for i in range(row.shape[0]):
+            row[i] = np.int64(a[i]) + s
+    elif op == 1:
+        for i in range(row.shape[0]):
+            row[i] = np.int64(a[i]) - s
+    else:
+        for i in range(row.shape[0]):
+            row[i] = np.int64(a[i]) * s
+
+
+@njit(cache=True, inline="always")
+def _scalar_row(op, s, b, row):
+    if op == 0:
+        for i in range(row.shape[0]):
+            row[i] = s + np.int64(b[i])
+    elif op == 1:
+        for i in range(row.shape[0]):
+            row[i] = s - np.int64(b[i])
+    else:
+        for i in range(row.shape[0]):
+            row[i] = s * np.int64(b[i])
+
+
+@njit(cache=True, inline="always")
+def _strided(op, a, pa, ka, b, pb, kb, row):
+    if op == 0:
+        for i3 in range(row.shape[0]):
+            row[i3] = np.int64(a[pa + i3 * ka]) + np.int64(b[pb + i3 * kb])
+    elif op == 1:
+        for i3 in range(row.shape[0]):
+            row[i3] = np.int64(a[pa + i3 * ka]) - np.int64(b[pb + i3 * kb])
+    else:
+        for i3 in range(row.shape[0]):
+            row[i3] = np.int64(a[pa + i3 * ka]) * np.int64(b[pb + i3 * kb])
 
 
 @njit(cache=True, nogil=True)
