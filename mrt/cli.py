@@ -32,6 +32,7 @@ def _input_shape(text: str) -> tuple:
 
 def cmd_convert(args) -> int:
     from mrt.pipeline import convert
+    from mrt.quantize.config import QuantConfig
     options = dict(target=args.target, bits=args.bits, calibration_method=args.calibration, softmax=args.softmax,
                    input_shapes=dict(args.input_shape or []) or None, batch_size=args.calib_batch_size,
                    equalize=args.equalize, wide=args.wide or (), recurrent=not args.narrow_recurrent)
@@ -51,8 +52,9 @@ def cmd_convert(args) -> int:
         model = repriced(model, args.opset)
     model.save(args.output)
     q = model.meta.get("quantization", {})
+    wide = f" ({len(q['wide_tensors'])} tensors at {QuantConfig.wide_bits})" if q.get("wide_tensors") else ""
     print(f"wrote {args.output}: hash {model.hash_hex}, {len(model.graph.nodes)} nodes, gas {model.gas}, "
-          f"largest accumulator {model.analysis.max_accumulator_bits} bits, {q.get('bits')}-bit activations, "
+          f"largest accumulator {model.analysis.max_accumulator_bits} bits, {q.get('bits')}-bit activations{wide}, "
           f"{q.get('weight_bits')}-bit weights")
     return 0
 
