@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 ALIGN = 64  # every buffer starts on a cache line (the kernels' aligned loads, as with np.empty)
+PACK = True  # share bytes between buffers whose lifetimes do not meet (False: one buffer a step, for A/B)
 
 
 def pack(steps, inputs: dict, keep, batch: int) -> tuple[dict, int]:
@@ -56,6 +57,13 @@ def pack(steps, inputs: dict, keep, batch: int) -> tuple[dict, int]:
 def place(buffers: list[tuple[int, int, int]]) -> tuple[list[int], int]:
     """buffers: (first step, last step, bytes), lifetimes inclusive. Returns each one's offset (a
     multiple of ALIGN) such that no two whose lifetimes meet share a byte, and the bytes spanned."""
+    if not PACK:
+        offsets = [0] * len(buffers)
+        end = 0
+        for j, (_, _, nbytes) in enumerate(buffers):
+            offsets[j] = end
+            end += -(-nbytes // ALIGN) * ALIGN
+        return offsets, end
     offsets = [0] * len(buffers)
     placed = []  # (offset, end, first, last)
     for j in sorted(range(len(buffers)), key=lambda k: (-buffers[k][2], k)):
