@@ -60,54 +60,34 @@ def _tile_6x4(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, 
                 x = vbroadcast4(xp, p5 + 4 * t)
                 c50, c51, c52, c53 = dpbusd(c50, x, b0), dpbusd(c51, x, b1), dpbusd(c52, x, b2), dpbusd(c53, x, b3)
                 w0 += 64
-    o = rows[m] * ld + c0 + n0
-    step_store(out, o, c00, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c01, mult, n0 + 16, rnd, shift, lo, hi)
-    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 32, c02, mult, n0 + 32, rnd, shift, lo, hi)
-    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 48, c03, mult, n0 + 48, rnd, shift, lo, hi)
-    o = rows[m + 1] * ld + c0 + n0
-    step_store(out, o, c10, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c11, mult, n0 + 16, rnd, shift, lo, hi)
-    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 32, c12, mult, n0 + 32, rnd, shift, lo, hi)
-    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 48, c13, mult, n0 + 48, rnd, shift, lo, hi)
-    o = rows[m + 2] * ld + c0 + n0
-    step_store(out, o, c20, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c21, mult, n0 + 16, rnd, shift, lo, hi)
-    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 32, c22, mult, n0 + 32, rnd, shift, lo, hi)
-    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 48, c23, mult, n0 + 48, rnd, shift, lo, hi)
-    o = rows[m + 3] * ld + c0 + n0
-    step_store(out, o, c30, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c31, mult, n0 + 16, rnd, shift, lo, hi)
-    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 32, c32, mult, n0 + 32, rnd, shift, lo, hi)
-    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 48, c33, mult, n0 + 48, rnd, shift, lo, hi)
-    o = rows[m + 4] * ld + c0 + n0
-    step_store(out, o, c40, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c41, mult, n0 + 16, rnd, shift, lo, hi)
-    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 32, c42, mult, n0 + 32, rnd, shift, lo, hi)
-    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 48, c43, mult, n0 + 48, rnd, shift, lo, hi)
-    o = rows[m + 5] * ld + c0 + n0
-    step_store(out, o, c50, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c51, mult, n0 + 16, rnd, shift, lo, hi)
-    if n0 + 32 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 32, c52, mult, n0 + 32, rnd, shift, lo, hi)
-    if n0 + 48 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 48, c53, mult, n0 + 48, rnd, shift, lo, hi)
+    at = c0 + n0
+    _store4(out, rows[m] * ld + at, c00, c01, c02, c03, mult, n0, og, rnd, shift, lo, hi)
+    _store4(out, rows[m + 1] * ld + at, c10, c11, c12, c13, mult, n0, og, rnd, shift, lo, hi)
+    _store4(out, rows[m + 2] * ld + at, c20, c21, c22, c23, mult, n0, og, rnd, shift, lo, hi)
+    _store4(out, rows[m + 3] * ld + at, c30, c31, c32, c33, mult, n0, og, rnd, shift, lo, hi)
+    _store4(out, rows[m + 4] * ld + at, c40, c41, c42, c43, mult, n0, og, rnd, shift, lo, hi)
+    _store4(out, rows[m + 5] * ld + at, c50, c51, c52, c53, mult, n0, og, rnd, shift, lo, hi)
+
+
+@njit(cache=True, inline="always")
+def _store4(out, o, v0, v1, v2, v3, mult, n0, og, rnd, shift, lo, hi):
+    """One pixel's four 16-channel accumulators through the output step (a panel past og is padding: og a
+    multiple of 16, panels padded to 32)."""
+    step_store(out, o, v0, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:
+        step_store(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi)
+    if n0 + 32 < og:
+        step_store(out, o + 32, v2, mult, n0 + 32, rnd, shift, lo, hi)
+    if n0 + 48 < og:
+        step_store(out, o + 48, v3, mult, n0 + 48, rnd, shift, lo, hi)
+
+
+@njit(cache=True, inline="always")
+def _store2(out, o, v0, v1, mult, n0, og, rnd, shift, lo, hi):
+    """One pixel's two 16-channel accumulators through the output step (as _store4)."""
+    step_store(out, o, v0, mult, n0, rnd, shift, lo, hi)
+    if n0 + 16 < og:
+        step_store(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -144,38 +124,15 @@ def _tile_8x2(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, 
                 x = vbroadcast4(xp, p7 + 4 * t)
                 c70, c71 = dpbusd(c70, x, b0), dpbusd(c71, x, b1)
                 w0 += 64
-    o = rows[m] * ld + c0 + n0
-    step_store(out, o, c00, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c01, mult, n0 + 16, rnd, shift, lo, hi)
-    o = rows[m + 1] * ld + c0 + n0
-    step_store(out, o, c10, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c11, mult, n0 + 16, rnd, shift, lo, hi)
-    o = rows[m + 2] * ld + c0 + n0
-    step_store(out, o, c20, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c21, mult, n0 + 16, rnd, shift, lo, hi)
-    o = rows[m + 3] * ld + c0 + n0
-    step_store(out, o, c30, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c31, mult, n0 + 16, rnd, shift, lo, hi)
-    o = rows[m + 4] * ld + c0 + n0
-    step_store(out, o, c40, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c41, mult, n0 + 16, rnd, shift, lo, hi)
-    o = rows[m + 5] * ld + c0 + n0
-    step_store(out, o, c50, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c51, mult, n0 + 16, rnd, shift, lo, hi)
-    o = rows[m + 6] * ld + c0 + n0
-    step_store(out, o, c60, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c61, mult, n0 + 16, rnd, shift, lo, hi)
-    o = rows[m + 7] * ld + c0 + n0
-    step_store(out, o, c70, mult, n0, rnd, shift, lo, hi)
-    if n0 + 16 < og:  # a panel past og (og a multiple of 16, panels padded to 32)
-        step_store(out, o + 16, c71, mult, n0 + 16, rnd, shift, lo, hi)
+    at = c0 + n0
+    _store2(out, rows[m] * ld + at, c00, c01, mult, n0, og, rnd, shift, lo, hi)
+    _store2(out, rows[m + 1] * ld + at, c10, c11, mult, n0, og, rnd, shift, lo, hi)
+    _store2(out, rows[m + 2] * ld + at, c20, c21, mult, n0, og, rnd, shift, lo, hi)
+    _store2(out, rows[m + 3] * ld + at, c30, c31, mult, n0, og, rnd, shift, lo, hi)
+    _store2(out, rows[m + 4] * ld + at, c40, c41, mult, n0, og, rnd, shift, lo, hi)
+    _store2(out, rows[m + 5] * ld + at, c50, c51, mult, n0, og, rnd, shift, lo, hi)
+    _store2(out, rows[m + 6] * ld + at, c60, c61, mult, n0, og, rnd, shift, lo, hi)
+    _store2(out, rows[m + 7] * ld + at, c70, c71, mult, n0, og, rnd, shift, lo, hi)
 
 
 @njit(cache=True, nogil=True)
