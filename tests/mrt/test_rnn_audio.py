@@ -58,6 +58,8 @@ def test_bound_input_selects_the_branch_and_the_audio_ops_convert():
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x, "rate": np.array(16000)})[0]
     g = run_pipeline(import_onnx(bound, input_shapes={"x": (96,)}))
     assert not any(n.op == "conv" and len(g.full_shape(n.inputs[0])) == 3 for n in g.nodes)  # conv1d_as_2d
+    conv = next(n for n in g.nodes if n.op == "conv")  # its relu reads it before the reshape back (unsigned scale)
+    assert [n.op for n in g.nodes if conv.outputs[0] in n.inputs] == ["relu"]
     np.testing.assert_allclose(run_float(g, {"x": x})["y"], want, rtol=1e-5, atol=1e-6)
     m = convert(bound, x, progress=False)
     q = m.quantize_input(x)
