@@ -108,6 +108,19 @@ def _import(c: Conversion):
     return c.graph
 
 
+def _default_wide(graph, o: Options) -> dict:
+    """The cvm target's wide tensors unless the caller chose them: recurrent cells (mrt.recurrent_precision,
+    unless recurrent=False) and a spectrogram front end (mrt.spectral_precision)."""
+    from mrt import recurrent_precision, spectral_precision
+    if "wide_tensors" in o.overrides:
+        return {}
+    out = recurrent_precision.overrides(graph, o.overrides) if o.recurrent else {}
+    spectral = spectral_precision.wide_tensors(graph)
+    if spectral:
+        out = {**out, "wide_tensors": tuple(sorted(set(out.get("wide_tensors", ())) | set(spectral)))}
+    return out
+
+
 def calibration_shapes(data) -> dict:
     """{name: per-sample shape} of calibration data (array, dict or .npz path): the shape symbolic
     input dims are fixed to when the caller gives none. Unreadable data gives {} here and its own
@@ -140,10 +153,8 @@ def _calibrate(c: Conversion):
         from mrt.text_precision import encoder_wide_tensors, parse_parts
         tensors = encoder_wide_tensors(c.graph, parse_parts(c.options.wide))
         c.options = replace(c.options, overrides={**c.options.overrides, "wide_tensors": tensors})
-    elif c.options.recurrent and c.options.target == "cvm":
-        from mrt import recurrent_precision
-        c.options = replace(c.options, overrides={**c.options.overrides,
-                                                  **recurrent_precision.overrides(c.graph, c.options.overrides)})
+    elif c.options.target == "cvm":
+        c.options = replace(c.options, overrides={**c.options.overrides, **_default_wide(c.graph, c.options)})
     o = c.options
     c.data = load_data(c.calibration, c.graph)
     cfg = _config(o)

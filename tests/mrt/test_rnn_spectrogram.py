@@ -65,3 +65,18 @@ def test_integer_spectrogram(audio, log, wide, bound):
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < bound
     if log:
         assert np.median(np.abs(got - want)) < 0.15  # nats; measured 0.11
+
+
+def test_the_front_end_is_wide_by_default(audio):
+    """mrt.spectral_precision: the waveform, the Fourier coefficients and the magnitude at 12 bits on the cvm target
+    without being asked, so the default conversion is as close as the all-wide one above."""
+    from mrt.pipeline import convert
+    from mrt.spectral_precision import wide_tensors
+    cal, x = audio
+    m = convert(A.spectrogram_model(log=False), cal, progress=False, per_feature_inputs=False)
+    g = run_pipeline(import_onnx(A.spectrogram_model(log=False), input_shapes={"x": (4096,)}))
+    wide = set(m.meta["quantization"]["wide_tensors"])
+    assert wide == set(wide_tensors(g)) and "x" in wide
+    assert next(n.outputs[0] for n in g.nodes if n.op == "magnitude") in wide
+    got, want = m.dequantize_output(m.run(m.quantize_input(x))), A.reference(x, log=False)
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.015
