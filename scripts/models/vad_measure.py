@@ -116,7 +116,7 @@ def main():
     m = convert_vad(path, float_s)
     convert_s = time.perf_counter() - t
     wide = convert_vad(path, float_s, wide=True)
-    narrow = convert_vad(path, float_s, recurrent=False)  # the LSTM at 8 bits too (mrt.recurrent_precision)
+    narrow = convert_vad(path, float_s, recurrent=False)  # the LSTM cell at 8 bits (the STFT front end stays wide)
     x, labels = V.streams(args.streams, args.seconds, TEST_SEED)
     want, _ = ort_stream(float_s, x)
     ours, ours_wide, ours_narrow = mrt_stream(m, x), mrt_stream(wide, x), mrt_stream(narrow, x)
@@ -143,12 +143,12 @@ def main():
             ("numba", lambda: m.run(q1, backend="numba")), ("numba_wide", lambda: wide.run(q1w, backend="numba")),
             ("numba_narrow", lambda: narrow.run(q1n, backend="numba")),
             ("ort_float", lambda: float_s.run(None, one)), ("ort_int8", lambda: int8_s.run(None, one8)))}
-    rows = {"float": fidelity(want, want, labels), "MRT 8-bit (LSTM too)": fidelity(ours_narrow, want, labels),
-            "MRT default (LSTM cell 12-bit, its weights 10-bit)": fidelity(ours, want, labels),
+    rows = {"float": fidelity(want, want, labels), "MRT --narrow-recurrent (LSTM cell 8-bit)": fidelity(ours_narrow, want, labels),
+            "MRT default (STFT front end and LSTM cell 12-bit)": fidelity(ours, want, labels),
             "MRT 12-bit activations": fidelity(ours_wide, want, labels), "ort int8": fidelity(got8, want, labels)}
     print(f"silero-vad 16 kHz: {args.streams} synthetic streams x {x.shape[1]} chunks of 512 samples; "
           f"numba == reference on the first chunk: {same}")
-    for label, mm in (("8-bit", narrow), ("default", m), ("12-bit", wide)):
+    for label, mm in (("--narrow-recurrent", narrow), ("default", m), ("12-bit", wide)):
         print(f"MRT {label}: opset {mm.graph.opset}, {len(mm.graph.nodes)} nodes, gas {mm.gas} per chunk, "
               f"{len(mm.to_bytes())} bytes")
     print(f"convert (default) {convert_s:.1f} s")
