@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import numpy as np
 from numba.core.dispatcher import Dispatcher
@@ -82,22 +82,32 @@ class _Bound:
         self.inputs = [(name, env[name]) for name in env]
         pooled, pool_bytes = buffers.pack(p.steps, env, outputs.values(), batch)  # (liveness)
         self.nbytes = sum(a.nbytes for a in env.values()) + pool_bytes
-        calls = []
+        calls, spans, viewed = [], [], set()  # spans: (value, its step's calls); viewed: values views read
         for step in p.steps:
             ins = [env[n] for n in step.inputs]
             if (v := step.bound_view(ins)) is not None:
                 env[step.output] = v
+                viewed.update(step.inputs)
                 continue
             out = pooled[step.output]
             self.nbytes += batch * step.scratch
+            lo = len(calls)
             calls.extend(step.bind(ins, out))
+            spans.append((step.output, range(lo, len(calls))))
             env[step.output] = out
         self.outputs = [(name, canonical(env[stored], p.values[stored])) for name, stored in outputs.items()]
         self.segments = None  # compiled calls a run makes when the whole-plan runner took this set
-        if use_wholeplan(whole, calls, self.nbytes) and (w := wholeplan.bind(calls, self.inputs, self.outputs)):
+        if use_wholeplan(whole, calls, self.nbytes) and (w := wholeplan.bind(
+                calls, self.inputs, self.outputs, _solo(p.steps, spans, viewed | set(outputs.values())))):
             calls, self.inputs, self.outputs, self.nbytes, self.segments = w.calls, w.inputs, w.outputs, w.nbytes, w.segments
             self.steps = w.funcs  # (the compiled steps its program calls by address: kept alive with it)
         self.calls = [_direct(fn, args) for fn, args in calls]
+
+
+def _solo(steps, spans, shared: set) -> list:
+    """Per call, (its step's number, whether one step reads its value: not a view, not an output)."""
+    readers = Counter(n for step in steps for n in set(step.inputs))
+    return [(i, readers[name] == 1 and name not in shared) for i, (name, ks) in enumerate(spans) for _ in ks]
 
 
 def use_wholeplan(whole: str, calls: list, nbytes: int) -> bool:

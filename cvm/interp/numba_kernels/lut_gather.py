@@ -103,6 +103,27 @@ def copy_flat_g(x, m, ost, out, s, ost32):
     t1 = ost[LUT1] - ost[LUT1_OFF]
     for i in range(n):
         s[i] = min(max((np.int64(np.int32(x[i])) * m + rnd) >> shift, lo), hi)
+    _lookups(s, n, t1, ost, ost32, out)
+
+
+@njit(cache=True, nogil=True)
+def copy_cols_g(x, c0, m, ost, out, s, ost32):
+    """copy_flat_g of the columns c0:c0 + w of x (rows x W, contiguous; out: rows * w values): a
+    gate's slice read in place (wholeplan_fuse) instead of copied to a buffer of its own first. Every
+    value is read into s before out is written, so out may lie over x."""
+    rows = x.shape[0]
+    w = out.shape[0] // rows
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    t1 = ost[LUT1] - ost[LUT1_OFF]
+    for r in range(rows):
+        xr, base = x[r, c0:c0 + w], r * w
+        for j in range(w):
+            s[base + j] = min(max((np.int64(np.int32(xr[j])) * m + rnd) >> shift, lo), hi)
+    _lookups(s, rows * w, t1, ost, ost32, out)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lookups(s, n, t1, ost, ost32, out):
     i = 0
     while i + 16 <= n:
         vstore_as(out, i, vgather(ost32, vplus(vload(s, i), t1)))

@@ -83,6 +83,34 @@ def mul_flat_r1(x, sc, m, m2, ost, res, out):
         out[i] = _stage1(v, m2, rnd2, shift2, lo2, hi2)
 
 
+@njit(cache=True, nogil=True)
+def mul_cols_p1(x, c0, sc, m, ost, out):
+    """mul_flat_p1 with x the columns c0:c0 + w of a (rows, W) array (a gate's slice read in place:
+    wholeplan_fuse); sc and out flat, rows * w values."""
+    rows = x.shape[0]
+    w = out.shape[0] // rows
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    for r in range(rows):
+        xr, base = x[r, c0:c0 + w], r * w
+        for j in range(w):
+            out[base + j] = _stage1(np.int64(np.int32(np.int32(xr[j]) * np.int32(sc[base + j]))), m, rnd, shift, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def mul_cols_r1(x, c0, sc, m, m2, ost, res, out):
+    """mul_flat_r1 with x the columns c0:c0 + w of a (rows, W) array (mul_cols_p1)."""
+    rows = x.shape[0]
+    w = out.shape[0] // rows
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
+    for r in range(rows):
+        xr, base = x[r, c0:c0 + w], r * w
+        for j in range(w):
+            i = base + j
+            v = _stage1(np.int64(np.int32(np.int32(xr[j]) * np.int32(sc[i]))), m, rnd, shift, lo, hi) + res[i]
+            out[i] = _stage1(v, m2, rnd2, shift2, lo2, hi2)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _finish_p(s, mult, ost, out):
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]

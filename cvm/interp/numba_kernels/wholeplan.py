@@ -24,7 +24,7 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 from numpy.lib.array_utils import byte_bounds
 
-from . import wholeplan_gen, wholeplan_jit, wholeplan_ops
+from . import wholeplan_fuse, wholeplan_gen, wholeplan_jit, wholeplan_ops
 
 ALIGN = 64  # every block keeps its address modulo ALIGN in the arena (aligned loads stay aligned)
 INT_TYPES = (int, np.int64)  # the int arguments the program carries (others go through Python)
@@ -43,10 +43,13 @@ class Bound:
     funcs: list  # the step functions whose addresses the program's table holds (kept alive)
 
 
-def bind(calls: list, inputs: list, outputs: list) -> Bound | None:
-    """calls: [(fn, args)] of one bound batch size, in order; inputs, outputs: [(name, array)].
+def bind(calls: list, inputs: list, outputs: list, steps: list | None = None) -> Bound | None:
+    """calls: [(fn, args)] of one bound batch size, in order; inputs, outputs: [(name, array)];
+    steps: per call, (its step's number, whether one step reads that step's value) (wholeplan_fuse).
     Returns the same run as a program over one arena, or None when a call cannot be remapped."""
-    calls = [c for fn, args in calls for c in wholeplan_ops.translate(fn, args)]
+    steps = steps or [(k, False) for k in range(len(calls))]
+    calls = wholeplan_fuse.fuse([(c, steps[k]) for k, (fn, args) in enumerate(calls)
+                                 for c in wholeplan_ops.translate(fn, args)])
     arrays = []
     for fn, args in calls:
         if not isinstance(fn, Dispatcher) and not _python_ok(fn):
