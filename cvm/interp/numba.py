@@ -141,7 +141,7 @@ class _IdleSets:
         self._by_key: dict[tuple[int, int], list[int]] = {}  # (runner, batch) -> serials, newest last
         self._serial = itertools.count()
         self._dead: list[int] = []  # collected runners whose sets are still here
-        self._hot: dict[int, int] = {}  # runner -> bytes of the set its hot slot holds (reserve())
+        self._hot: dict[int, tuple[int, list, int]] = {}  # runner -> (bytes, its slot, id of the set): reserve()
         self.nbytes = 0
 
     def take(self, key: tuple[int, int]) -> _Bound | None:
@@ -166,24 +166,35 @@ class _IdleSets:
             self._evict(0)
 
     def _evict(self, room: int) -> None:
-        """Drops the least recently returned sets until `room` more bytes fit (hot sets stay)."""
+        """Drops the least recently returned sets until `room` more bytes fit, then, if that is not enough
+        (the budget was lowered), revokes hot sets: their slots are emptied, so the memory goes with the
+        runner's next call, and a set a call holds then goes back through give()."""
         while self._sets and (self.nbytes + room > MAX_BOUND_BYTES or len(self._sets) > MAX_BOUND_SETS):
             self._forget(*self._sets.popitem(last=False))
+        while self._hot and self.nbytes + room > MAX_BOUND_BYTES:
+            _, (n, slot, _) = self._hot.popitem()
+            self.nbytes -= n
+            slot.clear()
 
-    def reserve(self, runner: int, b: _Bound) -> bool:
+    def reserve(self, runner: int, b: _Bound, slot: list) -> bool:
         """Counts b in the budget as `runner`'s hot set, which the runner then takes and returns
         without this lock; False when it already has one, b is over HOT_MAX_BYTES or cannot fit."""
         with self._lock:
-            if runner in self._hot or b.nbytes > HOT_MAX_BYTES or sum(self._hot.values()) + b.nbytes > MAX_BOUND_BYTES:
-                return False  # (the last: it would not fit even with every idle set dropped)
+            if runner in self._hot or b.nbytes > HOT_MAX_BYTES or b.nbytes > MAX_BOUND_BYTES:
+                return False
             self._evict(b.nbytes)
-            self._hot[runner] = b.nbytes
+            self._hot[runner] = (b.nbytes, slot, id(b))
             self.nbytes += b.nbytes
             return True
 
+    def is_hot(self, runner: int, b: _Bound) -> bool:
+        """Whether b is still `runner`'s reserved hot set (no lock: one dict read)."""
+        entry = self._hot.get(runner)
+        return entry is not None and entry[2] == id(b)
+
     def unreserve(self, runner: int) -> None:
         with self._lock:
-            self.nbytes -= self._hot.pop(runner, 0)
+            self.nbytes -= self._hot.pop(runner, (0,))[0]
 
     def _forget(self, serial: int, entry: tuple[tuple[int, int], _Bound]) -> None:
         key, b = entry
@@ -201,7 +212,7 @@ class _IdleSets:
     def _purge(self) -> None:
         while self._dead:
             runner = self._dead.pop()
-            self.nbytes -= self._hot.pop(runner, 0)
+            self.nbytes -= self._hot.pop(runner, (0,))[0]
             for serial in [s for s, (key, _) in self._sets.items() if key[0] == runner]:
                 self._forget(serial, self._sets.pop(serial))
 
@@ -209,7 +220,7 @@ class _IdleSets:
         """Bytes of the idle sets: all of them, or one runner's."""
         with self._lock:
             self._purge()
-            hot = sum(n for r, n in self._hot.items() if runner is None or r == runner)
+            hot = sum(n for r, (n, _, _) in self._hot.items() if runner is None or r == runner)
             return hot + sum(b.nbytes for key, b in self._sets.values() if runner is None or key[0] == runner)
 
 
@@ -237,7 +248,6 @@ class Runner:
         self.plan, self.outputs = plan.build(graph, analysis, isa, self.pool, LOWERINGS, REFUSED)
         self._id = next(_RUNNER_IDS)
         self._hot: list[tuple[int, _Bound]] = []  # (batch, set): the reserved set while no call holds it
-        self._hot_set: _Bound | None = None  # the set IDLE_SETS counts as this runner's hot set
         weakref.finalize(self, IDLE_SETS.drop, self._id)
 
     def cached_bytes(self) -> int:
@@ -289,14 +299,12 @@ class Runner:
             else:
                 if hot_batch == batch:
                     return b
-                self._hot_set = None  # (another batch size now: the set goes back to the cache)
-                IDLE_SETS.unreserve(self._id)
+                IDLE_SETS.unreserve(self._id)  # (another batch size now: the set goes back to the cache)
                 IDLE_SETS.give((self._id, hot_batch), b)
         return IDLE_SETS.take((self._id, batch)) or _Bound(self.plan, self.outputs, batch, self.wholeplan)
 
     def _give(self, batch: int, b: _Bound) -> None:
-        if b is self._hot_set or (self._hot_set is None and IDLE_SETS.reserve(self._id, b)):
-            self._hot_set = b
+        if IDLE_SETS.is_hot(self._id, b) or IDLE_SETS.reserve(self._id, b, self._hot):
             self._hot.append((batch, b))
         else:
             IDLE_SETS.give((self._id, batch), b)
