@@ -15,8 +15,8 @@ MIN_FAST_SHARE of them in int16 VNNI kernels), whose 8-bit output error on the c
 large enough to matter (above ERROR_FLOOR), and kept only where they pay (at most 1/MIN_GAIN of that
 error). Deterministic: MAC counts and errors on the calibration data, never a timing. `mrt convert
 --bits 8` (or --bits N, --wide, --weight-bits) fixes the width and skips the measurement; recurrent
-models keep their own rule (wide cells: mrt.recurrent_precision); `mrt convert --mixed-precision`
-widens single tensors under a measured latency budget instead (mrt.mixed).
+models and spectrogram front ends keep their own rules (mrt.recurrent_precision, mrt.spectral_precision);
+`mrt convert --mixed-precision` widens single tensors under a measured latency budget instead (mrt.mixed).
 """
 from __future__ import annotations
 
