@@ -158,20 +158,24 @@ def _calibrate(c: Conversion):
     o = c.options
     c.data = load_data(c.calibration, c.graph)
     cfg = _config(o)
-    c.thresholds = calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size,
-                             bits=cfg.bits, progress=o.progress, means=c.means, wide=cfg.wide_tensors,
-                             wide_bits=cfg.wide_bits, unsigned=cfg.unsigned_activations, output_bits=cfg.output_bits)
+    c.thresholds = _calibrated(c, cfg.bits, cfg.wide_tensors, progress=o.progress, means=c.means)
     return "\n".join(f"{name}: {float(t):.6g}" for name, t in c.thresholds.items())
 
 
 def wide_thresholds(c: Conversion, tensors) -> dict[str, float]:
     """The thresholds of `tensors` calibrated as wide (QuantConfig.wide_bits) activations, for tools that widen
     tensors after calibration (mrt.mixed's trials): a threshold chosen for 8 bits clips what 12 bits would keep."""
-    o, cfg = c.options, _config(c.options)
-    thr = calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size, bits=cfg.bits,
-                    progress=False, wide=tuple(tensors), wide_bits=cfg.wide_bits, unsigned=cfg.unsigned_activations,
-                    output_bits=cfg.output_bits)
+    thr = _calibrated(c, _config(c.options).bits, tuple(tensors))
     return {t: thr[t] for t in tensors if t in thr}
+
+
+def _calibrated(c: Conversion, bits: int, wide: tuple = (), progress: bool = False, means=None) -> dict[str, float]:
+    """A threshold per tensor at `bits` (`wide` ones at QuantConfig.wide_bits), with the conversion's method and
+    settings: the calibrate stage's, and the later calibrations of mixed precision and the measured width."""
+    o, cfg = c.options, _config(c.options)
+    return calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size, bits=bits,
+                     progress=progress, means=means, wide=wide, wide_bits=cfg.wide_bits,
+                     unsigned=cfg.unsigned_activations, output_bits=cfg.output_bits)
 
 
 def _quantize(c: Conversion):
@@ -184,7 +188,7 @@ def _quantize(c: Conversion):
     wide = {}
 
     def error12() -> float:
-        wide["thresholds"] = _thresholds(c, width_choice.WIDE_BITS)
+        wide["thresholds"] = _calibrated(c, width_choice.WIDE_BITS)
         wide["emitted"], err = _emit(c, width_choice.wide_config(cfg), wide["thresholds"], ref)
         return err
 
@@ -211,13 +215,6 @@ def _emit(c: Conversion, cfg, thresholds: dict, ref=None) -> tuple[tuple, float 
         return emitted, errors[on]
     emitted = emit(c.graph, thresholds, cfg, _meta(c), feature_thresholds=features, means=c.means)
     return emitted, (None if ref is None else bias_choice.output_error(cvm.Model(*emitted), *ref))
-
-
-def _thresholds(c: Conversion, bits: int) -> dict[str, float]:
-    """Every tensor calibrated again at `bits` (mrt.width_choice's wide candidate)."""
-    o, cfg = c.options, _config(c.options)
-    return calibrate(c.graph, c.data, method=o.calibration_method, batch_size=o.batch_size, bits=bits,
-                     progress=False, unsigned=cfg.unsigned_activations, output_bits=cfg.output_bits)
 
 
 def _verify(c: Conversion):
