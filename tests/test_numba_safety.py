@@ -399,14 +399,16 @@ def test_a_collected_runner_leaves_no_buffers():
 
 def test_a_lowered_budget_revokes_the_hot_sets_of_live_runners(monkeypatch):
     """A runner's hot slot (its last set, taken without the cache's lock) counts in MAX_BOUND_BYTES and is
-    revocable: another runner alive with its hot set does not keep the cache over a budget lowered later,
-    and it still runs (from a fresh or cached set) after its set was revoked."""
+    revocable: neither the runner's own next call nor another runner alive with its hot set keeps the cache
+    over a budget lowered later, and the runner still runs after its set was revoked."""
     keep = _relu_model()
     keep.run(np.zeros((64, 1024), np.int8))  # its hot set: 64 samples
     hot = keep.runner("numba").cached_bytes()
     budget = hot // 2  # the live runner's set alone is over it
     assert budget >= 16 * 1024 * 2
     monkeypatch.setattr(numba_backend, "MAX_BOUND_BYTES", budget)
+    np.testing.assert_array_equal(keep.run(np.ones((64, 1024), np.int8)), 1)  # its own hot set, same batch
+    assert numba_backend.IDLE_SETS.held_bytes() <= budget
     model = _relu_model()
     for batch in (1, 2, 4, 8, 2, 1):
         np.testing.assert_array_equal(model.run(np.full((batch, 1024), -3, np.int8)), 0)

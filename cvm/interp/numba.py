@@ -304,10 +304,17 @@ class Runner:
         return IDLE_SETS.take((self._id, batch)) or _Bound(self.plan, self.outputs, batch, self.wholeplan)
 
     def _give(self, batch: int, b: _Bound) -> None:
-        if IDLE_SETS.is_hot(self._id, b) or IDLE_SETS.reserve(self._id, b, self._hot):
+        """Back to the hot slot while it is still reserved and the cache within its budget (no lock);
+        else through the cache, whose give() evicts (and revokes hot sets) down to the budget."""
+        if IDLE_SETS.is_hot(self._id, b):
+            if IDLE_SETS.nbytes <= MAX_BOUND_BYTES:
+                self._hot.append((batch, b))
+                return
+            IDLE_SETS.unreserve(self._id)  # (the budget was lowered)
+        elif IDLE_SETS.reserve(self._id, b, self._hot):
             self._hot.append((batch, b))
-        else:
-            IDLE_SETS.give((self._id, batch), b)
+            return
+        IDLE_SETS.give((self._id, batch), b)
 
     def wholeplan_segments(self, batch: int) -> int | None:
         """Compiled calls a run of this batch size makes as a whole-plan program (1: every kernel in
