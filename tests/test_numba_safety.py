@@ -405,7 +405,6 @@ def test_a_lowered_budget_revokes_the_hot_sets_of_live_runners(monkeypatch):
     keep.run(np.zeros((64, 1024), np.int8))  # its hot set: 64 samples
     hot = keep.runner("numba").cached_bytes()
     budget = hot // 2  # the live runner's set alone is over it
-    assert budget >= 16 * 1024 * 2
     monkeypatch.setattr(numba_backend, "MAX_BOUND_BYTES", budget)
     np.testing.assert_array_equal(keep.run(np.ones((64, 1024), np.int8)), 1)  # its own hot set, same batch
     assert numba_backend.IDLE_SETS.held_bytes() <= budget
