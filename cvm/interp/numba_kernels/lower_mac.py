@@ -21,7 +21,7 @@ import numpy as np
 
 from . import conv
 from ...arith import bias_sides, channel_bounds, fits_int32, row_sums
-from .kargs import GEO, pack
+from .kargs import GEO, HAS_RESIDUAL, SHIFT, pack
 from .layout import FLAT, NHWC, Value
 from .plan import Planner
 
@@ -92,13 +92,15 @@ class Gemm:
     """What one MAC node's path needs at planning time: w (groups, og, kh, kw, cg) in the kernels' K
     order (u, v, c), its rows (groups * og, k) and bias as int64, the geometry `gm` (the stored input
     seen as (N, h, w, c), and kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oh, ow), the input's proven
-    Value, and `tail`: the output step's (mult, mult2, params)."""
+    Value, and `tail`: the output step's (mult, mult2, params); `res`: the residual tensor's proven
+    Value where the step adds one (vnni_direct's residual stage is narrowed on its range)."""
     w: np.ndarray
     rows: np.ndarray
     bias: np.ndarray
     gm: dict
     x: Value
     tail: tuple
+    res: Value | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int, int]:
@@ -257,17 +259,28 @@ DIRECT = True  # vnni_direct for the VNNI convs it can run (False: conv_vnni eve
 
 
 def _prepare_vnni_direct(p: Planner, m: Gemm) -> KernelCall:
-    """The "vnni" path; conv_vnni_direct in place of conv_vnni where its output step has no
-    residual or lookup (vnni_direct.eligible): the same arguments, the multipliers padded."""
+    """The "vnni" path; conv_vnni_direct in place of conv_vnni where its output step has no lookup
+    (vnni_direct.eligible), conv_vnni_direct_res where it adds a residual tensor of at most 16 bits
+    whose stage has an exact int32 form (vnni_direct.residual_stage): the same arguments, the
+    multipliers padded (int32 where they fit), the residual stage's narrowed requants for mult2."""
     from . import vnni_direct
     call = _prepare_vnni(p, m)
     og = m.shape[1]
     mult, mult2, params = m.tail
     if not (DIRECT and vnni_direct.eligible(og, params, m.gm["oh"] * m.gm["ow"])):
         return call
+    kern, rq = vnni_direct.conv_vnni_direct, vnni_direct.NO_RQ
+    if params[HAS_RESIDUAL]:
+        res = m.res
+        if res is None or res.dtype.itemsize > 2:  # a constant residual, or one of more than 16 bits
+            return call
+        rq = vnni_direct.residual_stage(params, mult2, res.lo, res.hi)
+        if rq is None:
+            return call
+        kern = vnni_direct.conv_vnni_direct_res
     wp, bias = call.args[:2]
-    args = (wp, bias, vnni_direct.pad_mult(mult, bias.shape[1]), mult2, params)
-    return replace(call, kern=vnni_direct.conv_vnni_direct, args=args)
+    args = (wp, bias, vnni_direct.pad_mult(mult, bias.shape[1], int(params[SHIFT])), rq, params)
+    return replace(call, kern=kern, args=args)
 
 
 PREPARE = {"vnni": _prepare_vnni_direct, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32,
@@ -317,7 +330,8 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     m = Gemm(w, rows, bias, geom, p.values[x_name], ())
     path = _path(p, m)
     ostep = p.output_step(index, channel_axis, const_residual=True, residual_requant=requant_residual(path, geom))
-    m = replace(m, tail=(ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params()))
+    res = p.spec_value(ostep.residual) if ostep.residual is not None and ostep.residual_const is None else None
+    m = replace(m, tail=(ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params()), res=res)
     call = PREPARE[path](p, m)
     min_blocks = -(-PAR_MIN_MACS // (call.block_rows * g * og * kh * kw * cg))
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)

@@ -10,6 +10,13 @@ expression out_rows evaluates per element, then narrowed to out's integer width 
 value fits). Only imported where simd.py is (avx512f + avx512vnni, compiled for the host).
 numba's cache keys a kernel by its own file only: touch dw_vnni.py and vnni_direct.py after a change
 here, or their cached kernels keep the old intrinsics.
+
+With an int32 multiplier array (the planner's choice where every multiplier fits int32 and shift >= 32)
+the same values come from 16 int32 lanes: two vpmuldq (even and odd lanes) give the exact 64-bit
+sums, whose high halves are floor(sum / 2^32); an arithmetic shift by shift - 32 finishes the floor.
+step_store_res adds the residual stage of conv.out_rows in int32 lanes, with the narrowed requants of
+narrow_mult (exact on the domains the planner proved). opaque() keeps LLVM from hoisting a tile's
+output-step constants above its GEMM loop, where they would take the accumulators' registers.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from .simd import i32x16
 
 _I64 = ir.IntType(64)
 _V64 = ir.VectorType(_I64, 16)
+_V8 = ir.VectorType(_I64, 8)
 
 
 def _address(context, builder, arrty, arr, index):
@@ -34,32 +42,101 @@ def _splat(builder, value):
                                                                                       [0] * 16))
 
 
+def _splat8(builder, value):
+    vec = builder.insert_element(ir.Constant(_V8, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(vec, ir.Constant(_V8, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 8),
+                                                                                    [0] * 8))
+
+
+def _flat_ints(*arrs) -> bool:
+    """C-contiguous integer arrays (the intrinsics address them by flat index)."""
+    return all(isinstance(a, types.Array) and isinstance(a.dtype, types.Integer) and a.layout == "C" for a in arrs)
+
+
+def _stage1(context, builder, multty, mult, mi, acc, rnd, shift, lo, hi):
+    """clip(floor((acc * m + rnd) / 2^shift), lo, hi) for 16 lanes as <16 x i32>, m = mult.flat[mi:mi+16]:
+    int64 lanes for an int64 array, the vpmuldq form (module docstring) for an int32 one."""
+    mty = ir.VectorType(ir.IntType(multty.dtype.bitwidth), 16)
+    m = builder.load(builder.bitcast(_address(context, builder, multty, mult, mi), mty.as_pointer()), align=1)
+    if multty.dtype.bitwidth == 64:
+        v = builder.ashr(builder.add(builder.mul(builder.sext(acc, _V64), m), _splat(builder, rnd)),
+                         _splat(builder, shift))
+        return builder.trunc(_clip(builder, v, lo, hi, _splat), _V32)
+    c32 = ir.Constant(_V8, [32] * 8)
+    a, mm, r = builder.bitcast(acc, _V8), builder.bitcast(m, _V8), _splat8(builder, rnd)
+    even = builder.mul(builder.ashr(builder.shl(a, c32), c32), builder.ashr(builder.shl(mm, c32), c32))
+    odd = builder.mul(builder.ashr(a, c32), builder.ashr(mm, c32))
+    even, odd = builder.bitcast(builder.add(even, r), _V32), builder.bitcast(builder.add(odd, r), _V32)
+    high = builder.shuffle_vector(even, odd, ir.Constant(_V32, [h for i in range(8) for h in (2 * i + 1, 2 * i + 17)]))
+    return _clip(builder, builder.ashr(high, _splat32(builder, builder.sub(shift, ir.Constant(_I64, 32)))), lo, hi,
+                 _splat32)
+
+
+def _clip(builder, v, lo, hi, splat):
+    lo_v, hi_v = splat(builder, lo), splat(builder, hi)
+    v = builder.select(builder.icmp_signed("<", v, lo_v), lo_v, v)
+    return builder.select(builder.icmp_signed(">", v, hi_v), hi_v, v)
+
+
+def _narrow_requant(builder, v, m, r, s):
+    """floor((v * m + r) / 2^s) in int32 lanes (narrow_mult proved it exact where it is used)."""
+    return builder.ashr(builder.add(builder.mul(v, _splat32(builder, m)), _splat32(builder, r)), _splat32(builder, s))
+
+
+def _store16(context, builder, outty, out, oi, v):
+    """<16 x i32> v narrowed to out's integer width (the clip proved the values fit) at out.flat[oi]."""
+    ovec = ir.VectorType(ir.IntType(outty.dtype.bitwidth), 16)
+    v = builder.trunc(v, ovec) if outty.dtype.bitwidth < 32 else v
+    builder.store(v, builder.bitcast(_address(context, builder, outty, out, oi), ovec.as_pointer()), align=1)
+
+
 @intrinsic
 def step_store(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi):
-    """out.flat[oi + l] = the output step of acc lane l with multiplier mult.flat[mi + l] (int64 array),
-    l < 16; rnd, shift, lo, hi int64 scalars; out an int8/int16/int32/uint8 array."""
-    if not isinstance(out, types.Array) or not isinstance(out.dtype, types.Integer) or acc != i32x16:
+    """out.flat[oi + l] = the output step of acc lane l with multiplier mult.flat[mi + l], l < 16: mult an
+    int64 array, or an int32 one where shift >= 32 (the vpmuldq form); rnd, shift, lo, hi int64 scalars
+    (lo, hi within int32); out an int8/int16/int32/uint8 array."""
+    if not _flat_ints(out, mult) or acc != i32x16 or mult.dtype.bitwidth not in (32, 64) or out.dtype.bitwidth > 32:
         return None
-    if not isinstance(mult, types.Array) or mult.dtype != types.int64 \
-            or out.layout != "C" or mult.layout != "C":  # flat indices into the buffers
-        return None
-    width = out.dtype.bitwidth
 
     def codegen(context, builder, sig, args):
         out_, oi_, acc_, mult_, mi_, rnd_, shift_, lo_, hi_ = args
-        m = builder.load(builder.bitcast(_address(context, builder, sig.args[3], mult_, mi_), _V64.as_pointer()),
-                         align=8)
-        v = builder.add(builder.mul(builder.sext(acc_, _V64), m), _splat(builder, rnd_))
-        v = builder.ashr(v, _splat(builder, shift_))
-        lo_v, hi_v = _splat(builder, lo_), _splat(builder, hi_)
-        v = builder.select(builder.icmp_signed("<", v, lo_v), lo_v, v)
-        v = builder.select(builder.icmp_signed(">", v, hi_v), hi_v, v)
-        ovec = ir.VectorType(ir.IntType(width), 16)
-        v = builder.trunc(v, ovec) if width < 64 else v
-        ptr = builder.bitcast(_address(context, builder, sig.args[0], out_, oi_), ovec.as_pointer())
-        builder.store(v, ptr, align=1)
+        v = _stage1(context, builder, sig.args[3], mult_, mi_, acc_, rnd_, shift_, lo_, hi_)
+        _store16(context, builder, sig.args[0], out_, oi_, v)
         return context.get_dummy_value()
     return types.void(out, oi, acc, mult, mi, types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def step_store_res(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi, res, rm, rr, rs, m2, r2, s2, lo2, hi2):
+    """step_store's stage 1 (y), then with the residual lane r = res.flat[oi + l] (res shaped like out):
+    out = clip(floor(((y + floor((r*rm + rr) / 2^rs)) * m2 + r2) / 2^s2), lo2, hi2), all in int32 lanes
+    (rm, rr, rs and m2, r2, s2: narrow_mult's triples for the two requants of conv.out_rows' residual
+    stage, exact on the domains the planner proved; the residual's own clip open)."""
+    if not _flat_ints(out, mult, res) or acc != i32x16 or mult.dtype.bitwidth not in (32, 64) \
+            or out.dtype.bitwidth > 32 or res.dtype.bitwidth > 16:
+        return None
+
+    def codegen(context, builder, sig, args):
+        out_, oi_, acc_, mult_, mi_, rnd_, shift_, lo_, hi_, res_, rm_, rr_, rs_, m2_, r2_, s2_, lo2_, hi2_ = args
+        y = _stage1(context, builder, sig.args[3], mult_, mi_, acc_, rnd_, shift_, lo_, hi_)
+        resty = sig.args[9]
+        rvec = ir.VectorType(ir.IntType(resty.dtype.bitwidth), 16)
+        r = builder.load(builder.bitcast(_address(context, builder, resty, res_, oi_), rvec.as_pointer()), align=1)
+        r = builder.sext(r, _V32) if resty.dtype.signed else builder.zext(r, _V32)
+        v = builder.add(y, _narrow_requant(builder, r, rm_, rr_, rs_))
+        _store16(context, builder, sig.args[0], out_, oi_, _clip(builder, _narrow_requant(builder, v, m2_, r2_, s2_),
+                                                                  lo2_, hi2_, _splat32))
+        return context.get_dummy_value()
+    return types.void(out, oi, acc, mult, mi, *([types.int64] * 4), res, *([types.int64] * 8)), codegen
+
+
+@intrinsic
+def opaque(typingctx, x):
+    """x (an int64) through an empty asm statement with side effects: whatever a tile computes from it
+    (the output step's splatted constants) is computed after the tile's GEMM loop, not hoisted above it."""
+    def codegen(context, builder, sig, args):
+        return builder.asm(ir.FunctionType(_I64, [_I64]), "", "=r,0", [args[0]], side_effect=True)
+    return types.int64(types.int64), codegen
 
 
 _V32 = ir.VectorType(ir.IntType(32), 16)

@@ -21,14 +21,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .kargs import HAS_RESIDUAL, HI, LO, LUT1, RND, SHIFT, V_CG, V_GROUPS, V_OG, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
+from .kargs import HI, HI2, LO, LO2, LUT1, LUT2, RHI, RLO, RMUL, RND, RND2, RRND, RSHIFT, SHIFT, SHIFT2, V_CG, V_GROUPS, \
+    V_OG, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
+from .narrow_mult import narrow
+from ...arith import INT32_MAX, INT32_MIN
+from .plan import OPEN_HI, OPEN_LO
 from .simd import dpbusd, vbroadcast4, vload
-from .simd_step import step_store
+from .simd_step import opaque, step_store, step_store_res
 from .vnni import _pixel_bases, block_size
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_6x4(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, rnd, shift, lo, hi):
+def _tile_6x4(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, rnd, shift, lo, hi, res, q):
     """vnni._tile_6x4 for pixels a[m..m+5] (output rows rows[m..m+5]), stored through the output step."""
     useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
     ld = out.shape[1]
@@ -61,37 +65,38 @@ def _tile_6x4(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, 
                 c50, c51, c52, c53 = dpbusd(c50, x, b0), dpbusd(c51, x, b1), dpbusd(c52, x, b2), dpbusd(c53, x, b3)
                 w0 += 64
     at = c0 + n0
-    _store4(out, rows[m] * ld + at, c00, c01, c02, c03, mult, n0, og, rnd, shift, lo, hi)
-    _store4(out, rows[m + 1] * ld + at, c10, c11, c12, c13, mult, n0, og, rnd, shift, lo, hi)
-    _store4(out, rows[m + 2] * ld + at, c20, c21, c22, c23, mult, n0, og, rnd, shift, lo, hi)
-    _store4(out, rows[m + 3] * ld + at, c30, c31, c32, c33, mult, n0, og, rnd, shift, lo, hi)
-    _store4(out, rows[m + 4] * ld + at, c40, c41, c42, c43, mult, n0, og, rnd, shift, lo, hi)
-    _store4(out, rows[m + 5] * ld + at, c50, c51, c52, c53, mult, n0, og, rnd, shift, lo, hi)
+    rnd, shift, lo, hi, q = _after_loop(rnd, shift, lo, hi, q)
+    _store4(out, rows[m] * ld + at, c00, c01, c02, c03, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store4(out, rows[m + 1] * ld + at, c10, c11, c12, c13, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store4(out, rows[m + 2] * ld + at, c20, c21, c22, c23, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store4(out, rows[m + 3] * ld + at, c30, c31, c32, c33, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store4(out, rows[m + 4] * ld + at, c40, c41, c42, c43, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store4(out, rows[m + 5] * ld + at, c50, c51, c52, c53, mult, n0, og, rnd, shift, lo, hi, res, q)
 
 
 @njit(cache=True, inline="always")
-def _store4(out, o, v0, v1, v2, v3, mult, n0, og, rnd, shift, lo, hi):
+def _store4(out, o, v0, v1, v2, v3, mult, n0, og, rnd, shift, lo, hi, res, q):
     """One pixel's four 16-channel accumulators through the output step (a panel past og is padding: og a
     multiple of 16, panels padded to 32)."""
-    step_store(out, o, v0, mult, n0, rnd, shift, lo, hi)
+    _step(out, o, v0, mult, n0, rnd, shift, lo, hi, res, q)
     if n0 + 16 < og:
-        step_store(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi)
+        _step(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi, res, q)
     if n0 + 32 < og:
-        step_store(out, o + 32, v2, mult, n0 + 32, rnd, shift, lo, hi)
+        _step(out, o + 32, v2, mult, n0 + 32, rnd, shift, lo, hi, res, q)
     if n0 + 48 < og:
-        step_store(out, o + 48, v3, mult, n0 + 48, rnd, shift, lo, hi)
+        _step(out, o + 48, v3, mult, n0 + 48, rnd, shift, lo, hi, res, q)
 
 
 @njit(cache=True, inline="always")
-def _store2(out, o, v0, v1, mult, n0, og, rnd, shift, lo, hi):
+def _store2(out, o, v0, v1, mult, n0, og, rnd, shift, lo, hi, res, q):
     """One pixel's two 16-channel accumulators through the output step (as _store4)."""
-    step_store(out, o, v0, mult, n0, rnd, shift, lo, hi)
+    _step(out, o, v0, mult, n0, rnd, shift, lo, hi, res, q)
     if n0 + 16 < og:
-        step_store(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi)
+        _step(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi, res, q)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_8x2(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, rnd, shift, lo, hi):
+def _tile_8x2(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, rnd, shift, lo, hi, res, q):
     """vnni._tile_8x2 for pixels a[m..m+7], stored through the output step."""
     useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
     ld = out.shape[1]
@@ -125,22 +130,38 @@ def _tile_8x2(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, 
                 c70, c71 = dpbusd(c70, x, b0), dpbusd(c71, x, b1)
                 w0 += 64
     at = c0 + n0
-    _store2(out, rows[m] * ld + at, c00, c01, mult, n0, og, rnd, shift, lo, hi)
-    _store2(out, rows[m + 1] * ld + at, c10, c11, mult, n0, og, rnd, shift, lo, hi)
-    _store2(out, rows[m + 2] * ld + at, c20, c21, mult, n0, og, rnd, shift, lo, hi)
-    _store2(out, rows[m + 3] * ld + at, c30, c31, mult, n0, og, rnd, shift, lo, hi)
-    _store2(out, rows[m + 4] * ld + at, c40, c41, mult, n0, og, rnd, shift, lo, hi)
-    _store2(out, rows[m + 5] * ld + at, c50, c51, mult, n0, og, rnd, shift, lo, hi)
-    _store2(out, rows[m + 6] * ld + at, c60, c61, mult, n0, og, rnd, shift, lo, hi)
-    _store2(out, rows[m + 7] * ld + at, c70, c71, mult, n0, og, rnd, shift, lo, hi)
+    rnd, shift, lo, hi, q = _after_loop(rnd, shift, lo, hi, q)
+    _store2(out, rows[m] * ld + at, c00, c01, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store2(out, rows[m + 1] * ld + at, c10, c11, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store2(out, rows[m + 2] * ld + at, c20, c21, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store2(out, rows[m + 3] * ld + at, c30, c31, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store2(out, rows[m + 4] * ld + at, c40, c41, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store2(out, rows[m + 5] * ld + at, c50, c51, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store2(out, rows[m + 6] * ld + at, c60, c61, mult, n0, og, rnd, shift, lo, hi, res, q)
+    _store2(out, rows[m + 7] * ld + at, c70, c71, mult, n0, og, rnd, shift, lo, hi, res, q)
 
 
 @njit(cache=True, nogil=True)
-def conv_vnni_direct(xp, wp, bias, multp, mult2, ost, res, out, geo, b0, b1):
+def conv_vnni_direct(xp, wp, bias, multp, rq, ost, res, out, geo, b0, b1):
     """Output pixel blocks b0..b1 (vnni.block_size pixels each), as vnni.conv_vnni (the same
-    arguments) for an output step with no residual or lookup (ost: kargs.OST; its requant and clamp
-    are applied; mult2 and res unused). multp: (groups, nv * 16) int64, the multipliers padded with
-    zeros; out: (N*OH*OW, groups*og), og a multiple of 16."""
+    arguments but rq) for an output step with no residual or lookup (ost: kargs.OST; its requant and
+    clamp are applied; rq and res unused). multp: (groups, nv * 16) int64 multipliers, or int32 where
+    every one fits int32 and the shift is at least 32 (simd_step's vpmuldq form), padded with zeros;
+    out: (N*OH*OW, groups*og), og a multiple of 16."""
+    _blocks(xp, wp, bias, multp, ost, None, (0, 0, 0, 0, 0, 0, 0, 0), out, geo, b0, b1)
+
+
+@njit(cache=True, nogil=True)
+def conv_vnni_direct_res(xp, wp, bias, multp, rq, ost, res, out, geo, b0, b1):
+    """conv_vnni_direct with the residual stage of conv.out_rows in int32 lanes (simd_step.step_store_res):
+    res shaped like out, rq int64 (rm, rr, rs, m2, r2, s2, lo2, hi2), narrow_mult's triples for the
+    residual's requant and the add's (exact on their proven domains; residual_stage)."""
+    _blocks(xp, wp, bias, multp, ost, res, (rq[0], rq[1], rq[2], rq[3], rq[4], rq[5], rq[6], rq[7]), out, geo, b0, b1)
+
+
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1):
+    """The pixel blocks b0..b1 of either entry point (res None: no residual)."""
     rows = out.shape[0]
     groups, cg, og = geo[V_GROUPS], geo[V_CG], geo[V_OG]
     nv16 = bias.shape[1]
@@ -169,23 +190,66 @@ def conv_vnni_direct(xp, wp, bias, multp, mult2, ost, res, out, geo, b0, b1):
                 a[t] = bases[t] + off
             for j in range(0, n4, 4):  # 4 weight panels stay in cache for the whole block
                 for m in range(0, nrows, 6):
-                    _tile_6x4(xf, a, m, geo, wg, j * ldw, ldw, bg, 16 * j, out, orow, g * og, og, mg, rnd, shift, lo, hi)
+                    _tile_6x4(xf, a, m, geo, wg, j * ldw, ldw, bg, 16 * j, out, orow, g * og, og, mg, rnd, shift, lo, hi,
+                              res, q)
             if n4 < nv:
                 for m in range(0, nrows, 8):
-                    _tile_8x2(xf, a, m, geo, wg, n4 * ldw, ldw, bg, 16 * n4, out, orow, g * og, og, mg, rnd, shift, lo, hi)
+                    _tile_8x2(xf, a, m, geo, wg, n4 * ldw, ldw, bg, 16 * n4, out, orow, g * og, og, mg, rnd, shift, lo,
+                              hi, res, q)
+
+
+@njit(cache=True, inline="always")
+def _step(out, o, v, mult, n0, rnd, shift, lo, hi, res, q):
+    """One 16-lane output step: with the residual stage where res is an array (compiled out for None)."""
+    if res is None:
+        step_store(out, o, v, mult, n0, rnd, shift, lo, hi)
+    else:
+        step_store_res(out, o, v, mult, n0, rnd, shift, lo, hi, res, q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7])
+
+
+@njit(cache=True, inline="always")
+def _after_loop(rnd, shift, lo, hi, q):
+    """The output step's scalars, made opaque after a tile's GEMM loop (simd_step.opaque): with the
+    residual stage's eight more, their splats hoisted above the loop took registers the 24
+    accumulators need (spills in the loop: ResNet-50's residual convs 0.95 -> 0.85x with this)."""
+    return (opaque(rnd), opaque(shift), opaque(lo), opaque(hi),
+            (opaque(q[0]), opaque(q[1]), opaque(q[2]), opaque(q[3]), opaque(q[4]), opaque(q[5]), opaque(q[6]),
+             opaque(q[7])))
 
 
 def eligible(og: int, ost: np.ndarray, pixels: int) -> bool:
-    """Whether conv_vnni_direct can run a VNNI conv: og a multiple of 16 (a panel is stored whole or
-    not at all), an output step of requant and clamps only, and more pixels per sample than
-    gemv_vnni.MAX_ROWS (smaller convs keep padded_conv_vnni, which the whole-plan runner gives its
-    one-pixel kernel)."""
+    """Whether conv_vnni_direct (or, with a residual, conv_vnni_direct_res where residual_stage finds
+    its narrowed form) can run a VNNI conv: og a multiple of 16 (a panel is stored whole or not at
+    all), no lookup table, and more pixels per sample than gemv_vnni.MAX_ROWS (smaller convs keep
+    padded_conv_vnni, which the whole-plan runner gives its one-pixel kernel)."""
     from .gemv_vnni import MAX_ROWS
-    return og % 16 == 0 and ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0 and pixels > MAX_ROWS
+    return og % 16 == 0 and ost[LUT1] == 0 and ost[LUT2] == 0 and pixels > MAX_ROWS
 
 
-def pad_mult(mult: np.ndarray, nv16: int) -> np.ndarray:
-    """(groups, og) int64 multipliers -> (groups, nv16), zeros past og (a tile reads 16 at a time)."""
-    out = np.zeros((mult.shape[0], nv16), np.int64)
+def residual_stage(ost: np.ndarray, mult2: np.ndarray, res_lo: int, res_hi: int) -> np.ndarray | None:
+    """rq for conv_vnni_direct_res: the residual's requant (OST's rmul, rrnd, rshift; its clip open)
+    narrowed on the residual's proven range [res_lo, res_hi], and the add's requant (one multiplier
+    for every channel) narrowed on y + r' (y within stage 1's clip [lo, hi], r' the requanted
+    residual's range) with its clip [lo2, hi2] after it; None where either has no exact int32 form."""
+    if ost[RLO] > OPEN_LO or ost[RHI] < OPEN_HI or not (mult2 == mult2.flat[0]).all():
+        return None
+    rq = narrow(int(ost[RMUL]), int(ost[RRND]), int(ost[RSHIFT]), res_lo, res_hi)
+    if rq is None:
+        return None
+    ends = [(d * int(ost[RMUL]) + int(ost[RRND])) >> int(ost[RSHIFT]) for d in (res_lo, res_hi)]
+    lo2, hi2 = int(ost[LO2]), int(ost[HI2])
+    add = narrow(int(mult2.flat[0]), int(ost[RND2]), int(ost[SHIFT2]), int(ost[LO]) + min(ends),
+                 int(ost[HI]) + max(ends), (lo2, hi2))
+    return None if add is None else np.array([*rq, *add, lo2, hi2], np.int64)
+
+
+def pad_mult(mult: np.ndarray, nv16: int, shift: int = 0) -> np.ndarray:
+    """(groups, og) int64 multipliers -> (groups, nv16), zeros past og (a tile reads 16 at a time); as
+    int32 where shift >= 32 and every multiplier fits int32 (simd_step's vpmuldq form of the step)."""
+    narrow32 = shift >= 32 and int(mult.min(initial=0)) >= INT32_MIN and int(mult.max(initial=0)) <= INT32_MAX
+    out = np.zeros((mult.shape[0], nv16), np.int32 if narrow32 else np.int64)
     out[:, :mult.shape[1]] = mult
     return out
+
+
+NO_RQ = np.zeros(8, np.int64)  # conv_vnni_direct's rq argument (no residual stage)
