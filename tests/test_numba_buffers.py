@@ -29,6 +29,24 @@ def test_buffers_alive_together_never_overlap(spans):
     assert size <= sum(-(-n // buffers.ALIGN) * buffers.ALIGN for _, _, n in bufs)
 
 
+@settings(SETTINGS, max_examples=100)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10), st.integers(1, 1 << 20)), max_size=30))
+def test_large_buffers_are_staggered_within_a_page(spans):
+    """Large buffers start at distinct offsets within a page (mod PAGE) as long as fewer than PAGE / ALIGN
+    of them exist, still never overlapping while alive together, each costing at most a page more."""
+    bufs = [(first, first + length, nbytes) for first, length, nbytes in spans]
+    offsets, size = buffers.place(bufs)
+    large = [i for i, (_, _, n) in enumerate(bufs) if n >= buffers.COLOR_MIN_BYTES]
+    assert len({offsets[i] % buffers.PAGE for i in large}) == len(large)
+    for i, (f1, l1, n1) in enumerate(bufs):
+        assert offsets[i] % buffers.ALIGN == 0 and offsets[i] + n1 <= size
+        for j in range(i):
+            f2, l2, n2 = bufs[j]
+            if f1 <= l2 and f2 <= l1:
+                assert offsets[i] + n1 <= offsets[j] or offsets[j] + n2 <= offsets[i], (i, j)
+    assert size <= sum(-(-n // buffers.ALIGN) * buffers.ALIGN for _, _, n in bufs) + len(large) * buffers.PAGE
+
+
 def _chain(width: int = 4096, steps: int = 30):
     """x -> relu -> (sub x, relu) -> ...: every value read by the next step (and x by all)."""
     b = cvm.GraphBuilder()

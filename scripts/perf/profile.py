@@ -20,10 +20,20 @@ from collections import defaultdict
 import numpy as np
 
 
+def aligned_empty(shape, dtype) -> np.ndarray:
+    """np.empty on a cache-line boundary, as the runner's buffers are (buffers.ALIGN): np.empty's large
+    arrays start 16 bytes into a page, which splits the kernels' 64-byte stores across cache lines."""
+    from cvm.interp.numba_kernels.buffers import ALIGN
+    dtype = np.dtype(dtype)
+    raw = np.empty(int(np.prod(shape)) * dtype.itemsize + ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    return np.ndarray(shape, dtype, buffer=raw, offset=start)
+
+
 def bind_steps(runner, batch: int, inputs: dict):
     """[(step, calls)] for one batch size, with the inputs copied in (as numba._Bound does)."""
     p = runner.plan
-    env = {i.name: np.empty((batch,) + p.values[i.name].stored, p.values[i.name].dtype) for i in p.graph.inputs}
+    env = {i.name: aligned_empty((batch,) + p.values[i.name].stored, p.values[i.name].dtype) for i in p.graph.inputs}
     for name, x in inputs.items():
         np.copyto(env[name], x, casting="unsafe")
     out = []
@@ -32,7 +42,7 @@ def bind_steps(runner, batch: int, inputs: dict):
         if (v := step.bound_view(ins)) is not None:
             env[step.output] = v
             continue
-        o = np.empty((batch,) + step.value.stored, step.value.dtype)
+        o = aligned_empty((batch,) + step.value.stored, step.value.dtype)
         out.append((step, step.bind(ins, o)))
         env[step.output] = o
     return out
