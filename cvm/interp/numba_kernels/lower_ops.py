@@ -147,9 +147,15 @@ def lower_max_pool(p: Planner, index, node, attrs):
     c, oh, ow = out_value.shape
     min_rows = -(-PAR_MIN_TAPS // (ow * c * kh * kw))
 
+    kern, label = pool.max_pool_nhwc, "max_pool2d"
+    if p.isa == "vnni":
+        from . import pool_simd
+        if pool_simd.eligible(p.values[x_name].dtype, c) and p.values[x_name].dtype == out_value.dtype:
+            kern, label = pool_simd.max_pool_nhwc_simd, "max_pool2d[simd]"
+
     def bind(ins, out):
-        return [p.pool.call(pool.max_pool_nhwc, (ins[0], out, geo), out.shape[0] * oh, min_rows)]
-    p.add("max_pool2d", [x_name], node.output, out_value, bind)
+        return [p.pool.call(kern, (ins[0], out, geo), out.shape[0] * oh, min_rows)]
+    p.add(label, [x_name], node.output, out_value, bind)
 
 
 def lower_reduce(p: Planner, index, node, attrs):
