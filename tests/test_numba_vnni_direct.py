@@ -1,6 +1,7 @@
 """The VNNI GEMM with the output step on its accumulators (vnni_direct.conv_vnni_direct: no int32
 scratch, no out_rows pass) equals the reference bit for bit: output channels a multiple of 16 (whole
-64-channel tiles, a 32-channel tile, a panel past og), requant and clamps or no output step at all
+64-channel tiles, a 32-channel tile, a panel past og) or not (a panel across og, stored with a mask),
+requant and clamps or no output step at all
 (int32 outputs), int8 and unsigned inputs (read in place or through the padded copy), 1x1 and 3x3
 kernels with strides and groups, pixel counts that leave partial tiles and blocks, serial and split
 between threads. Each case checks that the direct kernel ran where VNNI does. Normalized multipliers
@@ -30,7 +31,7 @@ def direct_conv(draw) -> Case:
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     c = draw(st.sampled_from([4, 16, 24, 32, 40]))
     groups = draw(st.sampled_from([1, 1, 1, 2, 4])) if c % 4 == 0 else 1
-    og = draw(st.sampled_from([16, 32, 48, 64, 96, 144, 160]))
+    og = draw(st.sampled_from([16, 32, 48, 64, 96, 144, 160, 8, 24, 40, 72, 100]))
     k = draw(st.sampled_from([1, 1, 3]))
     s = draw(st.sampled_from([1, 1, 2]))
     h, w = draw(st.integers(7, 14)), draw(st.integers(7, 14))  # > 8 output pixels (vnni_direct.eligible)
@@ -83,7 +84,7 @@ def residual_conv(draw) -> Case:
     """conv -> requant (per channel, normalized) -> add(residual) -> requant -> relu/clip, the residual
     an int8 or unsigned (relu'd) input, requantized per tensor first or added as it is."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    c, og = draw(st.sampled_from([16, 32, 64])), draw(st.sampled_from([16, 32, 64, 96]))
+    c, og = draw(st.sampled_from([16, 32, 64])), draw(st.sampled_from([16, 32, 64, 96, 24, 40, 100]))
     k, s = draw(st.sampled_from([(1, 1), (1, 1), (3, 1), (1, 2)]))
     h, w, n = draw(st.integers(6, 12)), draw(st.integers(6, 12)), draw(st.integers(1, 3))
     oh, ow = (h - 1) // s + 1, (w - 1) // s + 1

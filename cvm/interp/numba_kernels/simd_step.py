@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .simd import i32x16
@@ -29,6 +30,8 @@ from .simd import i32x16
 _I64 = ir.IntType(64)
 _V64 = ir.VectorType(_I64, 16)
 _V8 = ir.VectorType(_I64, 8)
+_I32 = ir.IntType(32)
+_M16 = ir.VectorType(ir.IntType(1), 16)
 
 
 def _address(context, builder, arrty, arr, index):
@@ -83,11 +86,58 @@ def _narrow_requant(builder, v, m, r, s):
     return builder.ashr(builder.add(builder.mul(v, _splat32(builder, m)), _splat32(builder, r)), _splat32(builder, s))
 
 
-def _store16(context, builder, outty, out, oi, v):
-    """<16 x i32> v narrowed to out's integer width (the clip proved the values fit) at out.flat[oi]."""
+def _store16(context, builder, outty, out, oi, v, nl=None):
+    """<16 x i32> v narrowed to out's integer width (the clip proved the values fit) at out.flat[oi]; with
+    nl (an int64), only lanes l < nl (a masked store: a panel past the last output channel)."""
     ovec = ir.VectorType(ir.IntType(outty.dtype.bitwidth), 16)
     v = builder.trunc(v, ovec) if outty.dtype.bitwidth < 32 else v
-    builder.store(v, builder.bitcast(_address(context, builder, outty, out, oi), ovec.as_pointer()), align=1)
+    ptr = builder.bitcast(_address(context, builder, outty, out, oi), ovec.as_pointer())
+    if nl is None:
+        builder.store(v, ptr, align=1)
+        return
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ovec, ptr.type, _I32, _M16]),
+                                        f"llvm.masked.store.v16i{outty.dtype.bitwidth}.p0")
+    builder.call(fn, [v, ptr, ir.Constant(_I32, 1), _lanes_below(builder, nl)])
+
+
+def _load16(context, builder, arrty, arr, i, nl=None):
+    """The 16 elements at arr.flat[i] widened to <16 x i32> (sign or zero by arr's type); with nl, lanes
+    l >= nl are not read (0)."""
+    vec = ir.VectorType(ir.IntType(arrty.dtype.bitwidth), 16)
+    ptr = builder.bitcast(_address(context, builder, arrty, arr, i), vec.as_pointer())
+    if nl is None:
+        v = builder.load(ptr, align=1)
+    else:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [ptr.type, _I32, _M16, vec]),
+                                            f"llvm.masked.load.v16i{arrty.dtype.bitwidth}.p0")
+        v = builder.call(fn, [ptr, ir.Constant(_I32, 1), _lanes_below(builder, nl), ir.Constant(vec, [0] * 16)])
+    return builder.sext(v, _V32) if arrty.dtype.signed else builder.zext(v, _V32)
+
+
+def _lanes_below(builder, nl):
+    return builder.icmp_signed("<", ir.Constant(_V32, list(range(16))), _splat32(builder, nl))
+
+
+def _step_codegen(partial: bool):
+    def codegen(context, builder, sig, args):
+        out_, oi_, acc_, mult_, mi_, rnd_, shift_, lo_, hi_ = args[:9]
+        v = _stage1(context, builder, sig.args[3], mult_, mi_, acc_, rnd_, shift_, lo_, hi_)
+        _store16(context, builder, sig.args[0], out_, oi_, v, args[9] if partial else None)
+        return context.get_dummy_value()
+    return codegen
+
+
+def _step_res_codegen(partial: bool):
+    def codegen(context, builder, sig, args):
+        out_, oi_, acc_, mult_, mi_, rnd_, shift_, lo_, hi_, res_, rm_, rr_, rs_, m2_, r2_, s2_, lo2_, hi2_ = args[:18]
+        nl = args[18] if partial else None
+        y = _stage1(context, builder, sig.args[3], mult_, mi_, acc_, rnd_, shift_, lo_, hi_)
+        r = _load16(context, builder, sig.args[9], res_, oi_, nl)
+        v = builder.add(y, _narrow_requant(builder, r, rm_, rr_, rs_))
+        _store16(context, builder, sig.args[0], out_, oi_, _clip(builder, _narrow_requant(builder, v, m2_, r2_, s2_),
+                                                                  lo2_, hi2_, _splat32), nl)
+        return context.get_dummy_value()
+    return codegen
 
 
 @intrinsic
@@ -97,13 +147,15 @@ def step_store(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi):
     (lo, hi within int32); out an int8/int16/int32/uint8 array."""
     if not _flat_ints(out, mult) or acc != i32x16 or mult.dtype.bitwidth not in (32, 64) or out.dtype.bitwidth > 32:
         return None
+    return types.void(out, oi, acc, mult, mi, *([types.int64] * 4)), _step_codegen(False)
 
-    def codegen(context, builder, sig, args):
-        out_, oi_, acc_, mult_, mi_, rnd_, shift_, lo_, hi_ = args
-        v = _stage1(context, builder, sig.args[3], mult_, mi_, acc_, rnd_, shift_, lo_, hi_)
-        _store16(context, builder, sig.args[0], out_, oi_, v)
-        return context.get_dummy_value()
-    return types.void(out, oi, acc, mult, mi, types.int64, types.int64, types.int64, types.int64), codegen
+
+@intrinsic
+def step_store_part(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi, nl):
+    """step_store for lanes l < nl only (1 <= nl <= 16): a panel past the last output channel."""
+    if not _flat_ints(out, mult) or acc != i32x16 or mult.dtype.bitwidth not in (32, 64) or out.dtype.bitwidth > 32:
+        return None
+    return types.void(out, oi, acc, mult, mi, *([types.int64] * 5)), _step_codegen(True)
 
 
 @intrinsic
@@ -112,22 +164,22 @@ def step_store_res(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi, res, r
     out = clip(floor(((y + floor((r*rm + rr) / 2^rs)) * m2 + r2) / 2^s2), lo2, hi2), all in int32 lanes
     (rm, rr, rs and m2, r2, s2: narrow_mult's triples for the two requants of conv.out_rows' residual
     stage, exact on the domains the planner proved; the residual's own clip open)."""
-    if not _flat_ints(out, mult, res) or acc != i32x16 or mult.dtype.bitwidth not in (32, 64) \
-            or out.dtype.bitwidth > 32 or res.dtype.bitwidth > 16:
+    if not _res_types_ok(out, mult, res, acc):
         return None
+    return types.void(out, oi, acc, mult, mi, *([types.int64] * 4), res, *([types.int64] * 8)), _step_res_codegen(False)
 
-    def codegen(context, builder, sig, args):
-        out_, oi_, acc_, mult_, mi_, rnd_, shift_, lo_, hi_, res_, rm_, rr_, rs_, m2_, r2_, s2_, lo2_, hi2_ = args
-        y = _stage1(context, builder, sig.args[3], mult_, mi_, acc_, rnd_, shift_, lo_, hi_)
-        resty = sig.args[9]
-        rvec = ir.VectorType(ir.IntType(resty.dtype.bitwidth), 16)
-        r = builder.load(builder.bitcast(_address(context, builder, resty, res_, oi_), rvec.as_pointer()), align=1)
-        r = builder.sext(r, _V32) if resty.dtype.signed else builder.zext(r, _V32)
-        v = builder.add(y, _narrow_requant(builder, r, rm_, rr_, rs_))
-        _store16(context, builder, sig.args[0], out_, oi_, _clip(builder, _narrow_requant(builder, v, m2_, r2_, s2_),
-                                                                  lo2_, hi2_, _splat32))
-        return context.get_dummy_value()
-    return types.void(out, oi, acc, mult, mi, *([types.int64] * 4), res, *([types.int64] * 8)), codegen
+
+@intrinsic
+def step_store_res_part(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi, res, rm, rr, rs, m2, r2, s2, lo2, hi2, nl):
+    """step_store_res for lanes l < nl only (the residual's other lanes not read either)."""
+    if not _res_types_ok(out, mult, res, acc):
+        return None
+    return types.void(out, oi, acc, mult, mi, *([types.int64] * 4), res, *([types.int64] * 9)), _step_res_codegen(True)
+
+
+def _res_types_ok(out, mult, res, acc) -> bool:
+    return (_flat_ints(out, mult, res) and acc == i32x16 and mult.dtype.bitwidth in (32, 64) and out.dtype.bitwidth <= 32
+            and res.dtype.bitwidth <= 16)
 
 
 @intrinsic

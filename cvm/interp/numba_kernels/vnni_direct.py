@@ -11,8 +11,9 @@ out_rows evaluates, so the outputs are the same bits.
 
 Same input (the padded uint8 copy, vnni.to_padded_u8), packed weights, bias and geometry as
 vnni.conv_vnni, and the same tiles (6 pixels x 64 channels, 8 x 32 for the last two panels); mult is
-padded to the panels (groups, nv * 16) so that a tile reads 16 multipliers at once. A panel past the
-last output channel (og not a multiple of 16) is stored through a 16-lane buffer, and a partial last
+padded to the panels (groups, nv * 16) so that a tile reads 16 multipliers at once. A panel across the
+last output channel (og not a multiple of 16: MobileNetV2's 24, EfficientNet's 40) is stored with a
+masked store (its residual read with a masked load), panels past it not at all, and a partial last
 tile repeats its block's last pixel (the same value stored to the same row again). numba's cache keys
 a kernel by its own file only: touch this file after changing vnni.py's tiles or kargs.
 """
@@ -25,9 +26,8 @@ from .kargs import HI, HI2, LO, LO2, LUT1, LUT2, RHI, RLO, RMUL, RND, RND2, RRND
     V_OG, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
 from .narrow_mult import narrow
 from ...arith import INT32_MAX, INT32_MIN
-from .plan import OPEN_HI, OPEN_LO
 from .simd import dpbusd, vbroadcast4, vload
-from .simd_step import opaque, step_store, step_store_res
+from .simd_step import opaque, step_store, step_store_part, step_store_res, step_store_res_part
 from .vnni import _pixel_bases, block_size
 
 
@@ -76,23 +76,23 @@ def _tile_6x4(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, 
 
 @njit(cache=True, inline="always")
 def _store4(out, o, v0, v1, v2, v3, mult, n0, og, rnd, shift, lo, hi, res, q):
-    """One pixel's four 16-channel accumulators through the output step (a panel past og is padding: og a
-    multiple of 16, panels padded to 32)."""
-    _step(out, o, v0, mult, n0, rnd, shift, lo, hi, res, q)
+    """One pixel's four 16-channel accumulators through the output step (panels past og are padding, a
+    panel across it stored in part: panels padded to 32 channels)."""
+    _step(out, o, v0, mult, n0, rnd, shift, lo, hi, res, q, og - n0)
     if n0 + 16 < og:
-        _step(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi, res, q)
+        _step(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi, res, q, og - n0 - 16)
     if n0 + 32 < og:
-        _step(out, o + 32, v2, mult, n0 + 32, rnd, shift, lo, hi, res, q)
+        _step(out, o + 32, v2, mult, n0 + 32, rnd, shift, lo, hi, res, q, og - n0 - 32)
     if n0 + 48 < og:
-        _step(out, o + 48, v3, mult, n0 + 48, rnd, shift, lo, hi, res, q)
+        _step(out, o + 48, v3, mult, n0 + 48, rnd, shift, lo, hi, res, q, og - n0 - 48)
 
 
 @njit(cache=True, inline="always")
 def _store2(out, o, v0, v1, mult, n0, og, rnd, shift, lo, hi, res, q):
     """One pixel's two 16-channel accumulators through the output step (as _store4)."""
-    _step(out, o, v0, mult, n0, rnd, shift, lo, hi, res, q)
+    _step(out, o, v0, mult, n0, rnd, shift, lo, hi, res, q, og - n0)
     if n0 + 16 < og:
-        _step(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi, res, q)
+        _step(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi, res, q, og - n0 - 16)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -147,7 +147,7 @@ def conv_vnni_direct(xp, wp, bias, multp, rq, ost, res, out, geo, b0, b1):
     arguments but rq) for an output step with no residual or lookup (ost: kargs.OST; its requant and
     clamp are applied; rq and res unused). multp: (groups, nv * 16) int64 multipliers, or int32 where
     every one fits int32 and the shift is at least 32 (simd_step's vpmuldq form), padded with zeros;
-    out: (N*OH*OW, groups*og), og a multiple of 16."""
+    out: (N*OH*OW, groups*og)."""
     _blocks(xp, wp, bias, multp, ost, None, (0, 0, 0, 0, 0, 0, 0, 0), out, geo, b0, b1)
 
 
@@ -199,12 +199,19 @@ def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1):
 
 
 @njit(cache=True, inline="always")
-def _step(out, o, v, mult, n0, rnd, shift, lo, hi, res, q):
-    """One 16-lane output step: with the residual stage where res is an array (compiled out for None)."""
+def _step(out, o, v, mult, n0, rnd, shift, lo, hi, res, q, left):
+    """One 16-lane output step: with the residual stage where res is an array (compiled out for None); only
+    the first `left` lanes where fewer than 16 output channels are left (masked stores and loads)."""
     if res is None:
-        step_store(out, o, v, mult, n0, rnd, shift, lo, hi)
-    else:
+        if left >= 16:
+            step_store(out, o, v, mult, n0, rnd, shift, lo, hi)
+        else:
+            step_store_part(out, o, v, mult, n0, rnd, shift, lo, hi, left)
+    elif left >= 16:
         step_store_res(out, o, v, mult, n0, rnd, shift, lo, hi, res, q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7])
+    else:
+        step_store_res_part(out, o, v, mult, n0, rnd, shift, lo, hi, res, q[0], q[1], q[2], q[3], q[4], q[5], q[6],
+                            q[7], left)
 
 
 @njit(cache=True, inline="always")
@@ -219,24 +226,28 @@ def _after_loop(rnd, shift, lo, hi, q):
 
 def eligible(og: int, ost: np.ndarray, pixels: int) -> bool:
     """Whether conv_vnni_direct (or, with a residual, conv_vnni_direct_res where residual_stage finds
-    its narrowed form) can run a VNNI conv: og a multiple of 16 (a panel is stored whole or not at
-    all), no lookup table, and more pixels per sample than gemv_vnni.MAX_ROWS (smaller convs keep
-    padded_conv_vnni, which the whole-plan runner gives its one-pixel kernel)."""
+    its narrowed form) can run a VNNI conv: no lookup table, and more pixels per sample than
+    gemv_vnni.MAX_ROWS (smaller convs keep padded_conv_vnni, which the whole-plan runner gives its
+    one-pixel kernel). Any og: a panel across the last output channel is stored in part (masked)."""
     from .gemv_vnni import MAX_ROWS
-    return og % 16 == 0 and ost[LUT1] == 0 and ost[LUT2] == 0 and pixels > MAX_ROWS
+    return og >= 1 and ost[LUT1] == 0 and ost[LUT2] == 0 and pixels > MAX_ROWS
 
 
 def residual_stage(ost: np.ndarray, mult2: np.ndarray, res_lo: int, res_hi: int) -> np.ndarray | None:
-    """rq for conv_vnni_direct_res: the residual's requant (OST's rmul, rrnd, rshift; its clip open)
-    narrowed on the residual's proven range [res_lo, res_hi], and the add's requant (one multiplier
-    for every channel) narrowed on y + r' (y within stage 1's clip [lo, hi], r' the requanted
-    residual's range) with its clip [lo2, hi2] after it; None where either has no exact int32 form."""
-    if ost[RLO] > OPEN_LO or ost[RHI] < OPEN_HI or not (mult2 == mult2.flat[0]).all():
+    """rq for conv_vnni_direct_res: the residual's requant (OST's rmul, rrnd, rshift; its clip open, or
+    never acting on the residual's proven range [res_lo, res_hi]) narrowed on that range, and the add's
+    requant (one multiplier for every channel) narrowed on y + r' (y within stage 1's clip [lo, hi], r'
+    the requanted residual's range) with its clip [lo2, hi2] after it; None where either has no exact
+    int32 form."""
+    if not (mult2 == mult2.flat[0]).all():
         return None
-    rq = narrow(int(ost[RMUL]), int(ost[RRND]), int(ost[RSHIFT]), res_lo, res_hi)
+    rmul, rrnd, rshift = int(ost[RMUL]), int(ost[RRND]), int(ost[RSHIFT])
+    ends = [(d * rmul + rrnd) >> rshift for d in (res_lo, res_hi)]  # monotonic in d
+    if min(ends) < ost[RLO] or max(ends) > ost[RHI]:  # the residual's clip would act
+        return None
+    rq = narrow(rmul, rrnd, rshift, res_lo, res_hi)
     if rq is None:
         return None
-    ends = [(d * int(ost[RMUL]) + int(ost[RRND])) >> int(ost[RSHIFT]) for d in (res_lo, res_hi)]
     lo2, hi2 = int(ost[LO2]), int(ost[HI2])
     add = narrow(int(mult2.flat[0]), int(ost[RND2]), int(ost[SHIFT2]), int(ost[LO]) + min(ends),
                  int(ost[HI]) + max(ends), (lo2, hi2))
