@@ -22,12 +22,16 @@ class Value:
     hi: int
     layout: str = C
     chw: tuple[int, int, int] | None = None  # the source [C, H, W] of a "flat" value
+    pad: tuple[int, int, int, int] | None = None  # (top, left, bottom, right): an "nhwc" value stored inside
+    # a zero border, as its one reader's padded input (pad_fuse)
 
     @property
     def stored(self) -> tuple[int, ...]:
         """Per-sample shape of the stored array."""
         if self.layout == NHWC:
             c, h, w = self.shape
+            if self.pad is not None:
+                return (h + self.pad[0] + self.pad[2], w + self.pad[1] + self.pad[3], c)
             return (h, w, c)
         return self.shape
 

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import conv
+from . import conv, pad_fuse
 from ...arith import bias_sides, channel_bounds, fits_int32, row_sums
 from .kargs import GEO, HAS_RESIDUAL, SHIFT, pack
 from .layout import FLAT, NHWC, Value
@@ -101,6 +101,7 @@ class Gemm:
     x: Value
     tail: tuple
     res: Value | None = None
+    x_name: str = ""  # the input tensor (pad_fuse asks its producer to write it padded)
 
     @property
     def shape(self) -> tuple[int, int, int, int, int]:
@@ -142,7 +143,9 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
     b[:, :og] = (m.bias - z * m.rows.sum(axis=1)).reshape(g, og)
     min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
     args = (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail)
-    if vnni.reads_in_place(m.x.dtype, gm, geo):
+    unpadded = dict(gm, pt=0, pl=0, pb=0, pr=0)
+    if vnni.reads_in_place(m.x.dtype, gm, geo) or pad_fuse.request(
+            p, m.x_name, gm, vnni.reads_in_place(m.x.dtype, unpadded, geo)):
         return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS)
 
     def first(x4):
@@ -327,12 +330,14 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     g, og, kh, kw, cg = w.shape
     rows = w.reshape(g * og, kh * kw * cg).astype(np.int64)
     bias = np.zeros(g * og, np.int64) if bias is None else bias.astype(np.int64)
-    m = Gemm(w, rows, bias, geom, p.values[x_name], ())
+    m = Gemm(w, rows, bias, geom, p.values[x_name], (), x_name=x_name)
     path = _path(p, m)
     ostep = p.output_step(index, channel_axis, const_residual=True, residual_requant=requant_residual(path, geom))
     res = p.spec_value(ostep.residual) if ostep.residual is not None and ostep.residual_const is None else None
     m = replace(m, tail=(ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params()), res=res)
     call = PREPARE[path](p, m)
+    if getattr(call.kern, "__name__", "") == "conv_vnni_direct":  # pad_fuse may have it write its output padded
+        p.paddable.add(ostep.output)
     min_blocks = -(-PAR_MIN_MACS // (call.block_rows * g * og * kh * kw * cg))
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     label = f"{label}[{path}]" + ("+" + fused if fused else "")
@@ -340,16 +345,24 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     out_value = p.unsigned_storage(ostep.output, p.spec_value(ostep.output, out_layout))
 
     def bind(ins, out):
-        src, calls = call.first(ins[0].reshape((-1,) + x4shape))
-        out2 = out.reshape(-1, g * og)
-        res = residual(ostep, ins, 1, out2)
-        blocks = -(-out2.shape[0] // call.block_rows)
-        return merge_unsplit(calls + [p.pool.call(call.kern, (src, *call.args, res, out2, call.geo), blocks, min_blocks)])
+        return _bind_gemm(p, call, ostep, ins, out, x4shape, x_name, g * og, min_blocks)
 
     def emit():
         inputs = [x_name] + ([p.in_layout(ostep.residual, out_layout)] if ostep.residual is not None else [])
         p.add(label, inputs, ostep.output, out_value, bind, scratch=call.scratch)
     p.fuse(index, ostep.nodes, emit)
+
+
+def _bind_gemm(p: Planner, call: KernelCall, ostep, ins, out, x4shape, x_name: str, channels: int, min_blocks: int):
+    """A MAC step's calls for one set of buffers: the input read as stored (padded where pad_fuse made its
+    producer write it so), the output written padded where its reader asked (pad_fuse.request)."""
+    src, calls = call.first(ins[0].reshape((-1,) + pad_fuse.stored_input(p, x_name, x4shape)))
+    out2 = out.reshape(-1, channels)
+    res = residual(ostep, ins, 1, out2)
+    kern, args, rows, first = pad_fuse.padded_output(p, ostep.output, call.kern, call.args, call.geo, out)
+    calls = calls + first
+    blocks = -(-rows // call.block_rows)
+    return merge_unsplit(calls + [p.pool.call(kern, (src, *args, res, out2, call.geo), blocks, min_blocks)])
 
 
 def lower_conv(p: Planner, index, node, attrs):

@@ -112,6 +112,8 @@ class Planner:
         self.due: dict[int, list[FusedGroup]] = {}  # node index -> fused groups to emit once it is reached
         self.claimed: set[int] = set()  # nodes a fused group computes (the lowering loop skips them)
         self.deferred: dict[str, tuple] = {}  # tensor -> what its reader applies instead of a step (lower_fused)
+        self.paddable: set[str] = set()  # outputs of plain direct VNNI convs, which can be written padded
+        self.out_pads: dict[str, tuple[int, int, int, int]] = {}  # those written padded for their reader (pad_fuse)
         self.uses = Counter(n for node in graph.nodes for n in node.inputs) + Counter(graph.outputs)
         self.consumers = {}
         self.producer = {node.output: i for i, node in enumerate(graph.nodes)}

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from .kargs import HI, HI2, LO, LO2, LUT1, LUT2, RHI, RLO, RMUL, RND, RND2, RRND, RSHIFT, SHIFT, SHIFT2, V_CG, V_GROUPS, \
-    V_OG, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
+    V_OG, V_OH, V_OW, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
 from .narrow_mult import narrow
 from ...arith import INT32_MAX, INT32_MIN
 from .simd import dpbusd, vbroadcast4, vload
@@ -148,7 +148,15 @@ def conv_vnni_direct(xp, wp, bias, multp, rq, ost, res, out, geo, b0, b1):
     clamp are applied; rq and res unused). multp: (groups, nv * 16) int64 multipliers, or int32 where
     every one fits int32 and the shift is at least 32 (simd_step's vpmuldq form), padded with zeros;
     out: (N*OH*OW, groups*og)."""
-    _blocks(xp, wp, bias, multp, ost, None, (0, 0, 0, 0, 0, 0, 0, 0), out, geo, b0, b1)
+    _blocks(xp, wp, bias, multp, ost, None, (0, 0, 0, 0, 0, 0, 0, 0), out, geo, b0, b1, None)
+
+
+@njit(cache=True, nogil=True)
+def conv_vnni_direct_padded(xp, wp, bias, multp, opad, ost, res, out, geo, b0, b1):
+    """conv_vnni_direct storing into its reader's padded input (pad_fuse): out (N*HP*WP, og) is the
+    padded image (N, HP, WP, og) as rows, output pixel (n, i, j) its row (n*HP + i + pt)*WP + j + pl;
+    opad int64 (HP, WP, pt, pl). The border is not written (pad_fuse.zero_border)."""
+    _blocks(xp, wp, bias, multp, ost, None, (0, 0, 0, 0, 0, 0, 0, 0), out, geo, b0, b1, opad)
 
 
 @njit(cache=True, nogil=True)
@@ -156,14 +164,15 @@ def conv_vnni_direct_res(xp, wp, bias, multp, rq, ost, res, out, geo, b0, b1):
     """conv_vnni_direct with the residual stage of conv.out_rows in int32 lanes (simd_step.step_store_res):
     res shaped like out, rq int64 (rm, rr, rs, m2, r2, s2, lo2, hi2), narrow_mult's triples for the
     residual's requant and the add's (exact on their proven domains; residual_stage)."""
-    _blocks(xp, wp, bias, multp, ost, res, (rq[0], rq[1], rq[2], rq[3], rq[4], rq[5], rq[6], rq[7]), out, geo, b0, b1)
+    _blocks(xp, wp, bias, multp, ost, res, (rq[0], rq[1], rq[2], rq[3], rq[4], rq[5], rq[6], rq[7]), out, geo, b0, b1,
+            None)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1):
-    """The pixel blocks b0..b1 of either entry point (res None: no residual)."""
-    rows = out.shape[0]
+def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1, opad):
+    """The pixel blocks b0..b1 of the entry points (res None: no residual; opad None: out unpadded)."""
     groups, cg, og = geo[V_GROUPS], geo[V_CG], geo[V_OG]
+    rows = out.shape[0] if opad is None else out.shape[0] // (opad[0] * opad[1]) * geo[V_OH] * geo[V_OW]
     nv16 = bias.shape[1]
     nv = nv16 // 16
     ldw = wp.shape[1] // nv
@@ -181,7 +190,7 @@ def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1):
             continue
         _pixel_bases(r0, nrows, geo, bases)
         for t in range(nrows + 8):  # a partial last tile repeats the last pixel, stored to its row
-            orow[t] = r0 + min(t, nrows - 1)
+            orow[t] = _out_row(r0 + min(t, nrows - 1), geo, opad)
         for t in range(nrows, nrows + 8):
             bases[t] = bases[nrows - 1]
         for g in range(groups):
@@ -196,6 +205,16 @@ def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1):
                 for m in range(0, nrows, 8):
                     _tile_8x2(xf, a, m, geo, wg, n4 * ldw, ldw, bg, 16 * n4, out, orow, g * og, og, mg, rnd, shift, lo,
                               hi, res, q)
+
+
+@njit(cache=True, inline="always")
+def _out_row(r, geo, opad):
+    """The row of `out` output pixel r is stored in (itself unless out is a padded image)."""
+    if opad is None:
+        return r
+    oh, ow = geo[V_OH], geo[V_OW]
+    n, rest = r // (oh * ow), r % (oh * ow)
+    return (n * opad[0] + rest // ow + opad[2]) * opad[1] + rest % ow + opad[3]
 
 
 @njit(cache=True, inline="always")

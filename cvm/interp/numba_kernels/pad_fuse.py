@@ -1,0 +1,85 @@
+"""A VNNI conv's output written straight into the padded uint8 input of the one VNNI conv that reads it.
+
+A conv with padding reads its input through a padded uint8 copy (vnni.to_padded_u8): ResNet-50's 16
+3x3 convs copy 1.1-1.3 ms of their inputs a run at batch 8. Where that input is the uint8 output of a
+conv2d[vnni] step with the plain output step (vnni_direct.conv_vnni_direct: a relu'd 1x1 conv before a
+3x3 one) and nothing else reads it, the producer stores its outputs at their places inside the padded
+array (conv_vnni_direct_padded maps output pixel (n, i, j) to row (n, i + pt, j + pl) of the
+(N, H + pt + pb, W + pl + pr) image) and zeroes the border, the uint8 form of 0 the copy would have
+written (z = 0: an unsigned input). The reader then reads that buffer in place, as the copy.
+
+The planner decides at the reader (request(): its padding, the producer's kind, one reader), after the
+producer's step exists: the value's stored shape grows by the padding (layout.Value.pad) and
+Planner.out_pads tells the producer's bind, which runs once planning is over, to write it padded.
+Values are the reference's: only where they are stored differs.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from numba import njit
+
+from .kargs import V_OH, V_OW
+from .layout import NHWC
+
+
+def request(p, x_name: str, gm: dict, in_place_but_pads) -> bool:
+    """Whether the reader of `x_name` (geometry gm) reads it padded in place: asks its producer to write
+    it so (p.out_pads) where the producer is a plain direct VNNI conv (p.paddable), x_name has this one
+    reader, is no graph output, is stored uint8 channels-last, and the reader would read it in place but
+    for its padding (in_place_but_pads)."""
+    pads = (gm["pt"], gm["pl"], gm["pb"], gm["pr"])
+    v = p.values.get(x_name)
+    if (not any(pads) or x_name not in p.paddable or p.uses[x_name] != 1 or x_name in p.graph.outputs or v is None
+            or v.layout != NHWC or v.dtype != np.uint8 or v.pad is not None or not in_place_but_pads):
+        return False
+    padded = replace(v, pad=pads)
+    p.values[x_name] = padded
+    for step in p.steps:
+        if step.output == x_name:
+            step.value = padded
+    p.out_pads[x_name] = pads
+    return True
+
+
+def stored_input(p, x_name: str, x4shape: tuple) -> tuple:
+    """The reader's input (h, w, c) as stored: with the border its producer writes around it."""
+    pad = p.out_pads.get(x_name)
+    if pad is None:
+        return x4shape
+    return (x4shape[0] + pad[0] + pad[2], x4shape[1] + pad[1] + pad[3], x4shape[2])
+
+
+def padded_output(p, name: str, kern, args: tuple, geo, out: np.ndarray):
+    """(kernel, args, output pixels, calls first) of a MAC step writing `name` into `out`: as prepared, or,
+    where its reader asked for it padded, conv_vnni_direct_padded (args' rq slot: HP, WP, pt, pl) after
+    zero_border."""
+    pad = p.out_pads.get(name)
+    if pad is None:
+        return kern, args, out.reshape(-1, out.shape[-1]).shape[0], []
+    from . import vnni_direct
+    n, hp, wp = out.shape[:3]
+    opad = np.array([hp, wp, pad[0], pad[1]], np.int64)
+    return (vnni_direct.conv_vnni_direct_padded, args[:3] + (opad,) + args[4:], n * int(geo[V_OH]) * int(geo[V_OW]),
+            [(zero_border, (out, *pad))])
+
+
+@njit(cache=True, nogil=True)
+def zero_border(out, pt, pl, pb, pr):
+    """out: (N, HP, WP, C) uint8; rows < pt or >= HP - pb, and columns < pl or >= WP - pr, set to 0."""
+    n, hp, wp, c = out.shape
+    for b in range(n):
+        for y in range(hp):
+            row = out[b, y]
+            if y < pt or y >= hp - pb:
+                for x in range(wp):
+                    for ch in range(c):
+                        row[x, ch] = 0
+                continue
+            for x in range(pl):
+                for ch in range(c):
+                    row[x, ch] = 0
+            for x in range(wp - pr, wp):
+                for ch in range(c):
+                    row[x, ch] = 0
