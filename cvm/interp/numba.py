@@ -48,7 +48,8 @@ HOT_MAX_BYTES = 64 << 20  # a runner keeps its last set up to this size in its o
 # the cache's lock (0.8 us a call saved, 2% of the LSTM fixture's batch-8 call); counted in the budget
 SPLITS = ("auto", "always", "batch", "ops")
 BATCH_PART_MIN = 8  # samples per part before a batch is cut into more parts than threads
-MAX_PARTS_PER_THREAD = 4  # parts taken in turn: a thread the OS does not schedule delays one part
+MAX_PARTS_PER_THREAD = 2  # parts taken in turn: a thread the OS does not schedule delays one part (4 measured
+# 1.79-1.84x on two quiet cores for resnet_cifar at batch 64, 2: 1.84-1.86x, 1: 1.79-1.83x; ResNet-18 1.96-1.97x)
 WHOLEPLANS = ("auto", "always", "never")
 WHOLEPLAN_MAX_BYTES = 512 << 20  # a bound set (activations, scratch) runs as one program up to this size:
 # measured faster on every model tried (one thread, same process, interleaved: recurrent fixtures
