@@ -19,7 +19,7 @@ from cvm.interp import numba as nb
 from cvm.interp import reference
 from strategies import Case
 from test_numba_equivalence import assert_same, check
-from test_numba_vnni_direct import kernels
+from test_numba_vnni_direct import kernels, vnni_runner
 
 EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 20)
 
@@ -51,11 +51,8 @@ def producer_reader(draw) -> Case:
 @given(case=producer_reader(), threads=st.integers(1, 3))
 def test_a_conv_writing_its_readers_padded_input_matches_reference(case, threads):
     check(case, threads=threads, split="always" if threads > 1 else "auto")
-    if "vnni" in nb.available_isas():
-        runner = nb.prepare(case.model.graph, case.model.analysis, isa="vnni", threads=1)
-        names = kernels(runner, case.inputs)
-        if runner.plan.out_pads:  # (a 3x3 producer still copies its own int8 input padded)
-            assert {"conv_vnni_direct_padded", "zero_border"} <= names
+    if (runner := vnni_runner(case)) and runner.plan.out_pads:  # (a 3x3 producer still pads its int8 input)
+        assert {"conv_vnni_direct_padded", "zero_border"} <= kernels(runner, case.inputs)
 
 
 def test_the_border_is_rewritten_every_run_also_as_one_program():

@@ -19,7 +19,7 @@ from cvm.interp.numba_kernels import pool
 from cvm.interp.numba_kernels.kargs import WINDOW, pack
 from strategies import Case
 from test_numba_equivalence import check
-from test_numba_vnni_direct import kernels
+from test_numba_vnni_direct import kernels, vnni_runner
 
 EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 20)
 
@@ -58,8 +58,7 @@ def simd_pool(draw) -> Case:
 @given(case=simd_pool(), threads=st.integers(1, 3))
 def test_simd_max_pool_matches_reference(case, threads):
     check(case, threads=threads, split="always" if threads > 1 else "auto")
-    if "vnni" in nb.available_isas():
-        runner = nb.prepare(case.model.graph, case.model.analysis, isa="vnni", threads=1)
+    if runner := vnni_runner(case):
         assert "max_pool_nhwc_simd" in kernels(runner, case.inputs)
 
 

@@ -56,6 +56,13 @@ def direct_conv(draw) -> Case:
     return Case(model, {"x": rng.integers(-128, 128, (n, c, h, w)).astype(np.int8)})
 
 
+def vnni_runner(case: Case):
+    """The case prepared on the VNNI path (one thread), or None on a machine without it."""
+    if "vnni" not in nb.available_isas():
+        return None
+    return nb.prepare(case.model.graph, case.model.analysis, isa="vnni", threads=1)
+
+
 def kernels(runner, xs: dict) -> set:
     """The kernels a bound run calls (bound as numba._Bound binds, with zero inputs)."""
     p = runner.plan
@@ -73,10 +80,8 @@ def kernels(runner, xs: dict) -> set:
 @given(case=direct_conv(), threads=st.integers(1, 3))
 def test_direct_output_step_matches_reference(case, threads):
     check(case, threads=threads, split="always" if threads > 1 else "auto")
-    if "vnni" in nb.available_isas():
-        runner = nb.prepare(case.model.graph, case.model.analysis, isa="vnni", threads=1)
-        if any("conv2d[vnni]" in str(s) for s in runner.plan.steps):
-            assert "conv_vnni_direct" in kernels(runner, case.inputs)
+    if (runner := vnni_runner(case)) and any("conv2d[vnni]" in str(s) for s in runner.plan.steps):
+        assert "conv_vnni_direct" in kernels(runner, case.inputs)
 
 
 @st.composite
@@ -133,6 +138,5 @@ def resnet_tail(seed: int = 0) -> Case:
 def test_resnet_block_tail_runs_the_direct_residual_kernel():
     case = resnet_tail()
     check(case)
-    if "vnni" in nb.available_isas():
-        runner = nb.prepare(case.model.graph, case.model.analysis, isa="vnni", threads=1)
+    if runner := vnni_runner(case):
         assert "conv_vnni_direct_res" in kernels(runner, case.inputs)

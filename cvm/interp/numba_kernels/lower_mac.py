@@ -268,9 +268,8 @@ def _prepare_vnni_direct(p: Planner, m: Gemm) -> KernelCall:
     multipliers padded (int32 where they fit), the residual stage's narrowed requants for mult2."""
     from . import vnni_direct
     call = _prepare_vnni(p, m)
-    og = m.shape[1]
     mult, mult2, params = m.tail
-    if not (DIRECT and vnni_direct.eligible(og, params, m.gm["oh"] * m.gm["ow"])):
+    if not (DIRECT and vnni_direct.eligible(params, m.gm["oh"] * m.gm["ow"])):
         return call
     kern, rq = vnni_direct.conv_vnni_direct, vnni_direct.NO_RQ
     if params[HAS_RESIDUAL]:

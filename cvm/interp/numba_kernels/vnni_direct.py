@@ -243,13 +243,13 @@ def _after_loop(rnd, shift, lo, hi, q):
              opaque(q[7])))
 
 
-def eligible(og: int, ost: np.ndarray, pixels: int) -> bool:
+def eligible(ost: np.ndarray, pixels: int) -> bool:
     """Whether conv_vnni_direct (or, with a residual, conv_vnni_direct_res where residual_stage finds
     its narrowed form) can run a VNNI conv: no lookup table, and more pixels per sample than
     gemv_vnni.MAX_ROWS (smaller convs keep padded_conv_vnni, which the whole-plan runner gives its
     one-pixel kernel). Any og: a panel across the last output channel is stored in part (masked)."""
     from .gemv_vnni import MAX_ROWS
-    return og >= 1 and ost[LUT1] == 0 and ost[LUT2] == 0 and pixels > MAX_ROWS
+    return ost[LUT1] == 0 and ost[LUT2] == 0 and pixels > MAX_ROWS
 
 
 def residual_stage(ost: np.ndarray, mult2: np.ndarray, res_lo: int, res_hi: int) -> np.ndarray | None:
