@@ -97,8 +97,9 @@ contract Referee {
         value = _compute(s, e, r);
     }
 
-    /// One dispatch per op code (cvm/chain/referee_ops.py has the same table in Python).
-    function _compute(NodeSpec calldata s, uint256 e, Reader memory r) private pure returns (int256) {
+    /// One dispatch per op code (cvm/chain/referee_ops.py has the same table in Python). Internal, not
+    /// private, for contracts/test/RefereeHarness.sol, the differential test's batch of elements.
+    function _compute(NodeSpec calldata s, uint256 e, Reader memory r) internal pure returns (int256) {
         uint256 op = s.op;
         if (op == CONV2D) return _conv(s, e, r);
         if (op == DENSE) return _dense(s, e, r);
