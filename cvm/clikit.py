@@ -10,13 +10,27 @@ import argparse
 import os
 import sys
 import traceback
+import zipfile
+import zlib
 from typing import Callable
+
+import numpy as np
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
 DEBUG_VARIABLE = "CVM_DEBUG"  # set to 1: internal errors also print their traceback
 MAX_MESSAGE = 400  # characters of an error message on its one line
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, so `--help` answers "what happens if I leave it out";
+    an unset default (None, a flag's False) says nothing: the help text says what leaving it out means."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.required:
+            return action.help
+        return super()._get_help_string(action)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -31,6 +45,20 @@ def one_line(message: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 1] + "…"
 
 
+def read_arrays(path, error: type[Exception] = ValueError) -> dict[str, np.ndarray] | np.ndarray:
+    """The arrays of an .npz ({name: array}) or an .npy (one array), read whole now, so that a truncated
+    or corrupt file is `error` (bad input: exit 2) here, not a BadZipFile raised by a later lazy read (which
+    the command line would report as an internal error). A missing file stays an OSError (exit 2 too)."""
+    try:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                return {k: data[k] for k in data.files}
+        return data
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as e:
+        raise error(f"cannot read {path} as .npy or .npz (truncated or not written by numpy?): {e}") from None
+
+
 def run_guarded(func: Callable[[], int | None], expected: tuple[type[BaseException], ...], prog: str) -> int:
     """Run a command: `expected` errors (and OSError: a file that cannot be read or written) are
     the user's to fix; anything else is a bug, reported as such on one line."""
@@ -39,7 +67,7 @@ def run_guarded(func: Callable[[], int | None], expected: tuple[type[BaseExcepti
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (*expected, OSError) as e:
+    except (*expected, OSError, zipfile.BadZipFile) as e:
         print(f"{prog}: error: {one_line(_describe(e))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as e:  # noqa: BLE001 - the last line of defence of a command line

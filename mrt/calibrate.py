@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 from eth_hash.auto import keccak
-from tqdm.auto import tqdm
 
 from mrt.float_exec import run_float
 from mrt.histogram import abs_histogram, abs_max
+from mrt.progress import bar
 
 METHODS = ("absmax", "percentile", "mse")
 REMOVED = {"entropy": "entropy (KL) calibration was removed: on ReLU networks it clipped activations to 1/16 of "
@@ -117,10 +117,19 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
 
 
 def _run(graph, data, batch_size: int, observe, desc: str, progress: bool) -> None:
+    """Every batch through the float graph. The bar counts nodes, not batches: `observe` sees every input
+    and node output once a batch, so one large batch moves too (PP-OCR: 2 minutes in one batch)."""
     n = len(next(iter(data.values())))
-    total = (n + batch_size - 1) // batch_size
-    for batch in tqdm(_batches(data, batch_size), total=total, desc=desc, disable=not progress, leave=False):
-        run_float(graph, batch, observe=observe)
+    batches = (n + batch_size - 1) // batch_size
+    steps = len(graph.inputs) + len(graph.nodes)
+    with bar(total=batches * steps, desc=f"{desc}, {batches} batch{'es' if batches > 1 else ''}", unit="node",
+             enabled=progress) as b:
+        def counted(name, v):
+            observe(name, v)
+            b.update(1)
+
+        for batch in _batches(data, batch_size):
+            run_float(graph, batch, observe=counted)
 
 
 def _threshold(hist: np.ndarray, absmax: float, method: str, percentile: float, bits: int,

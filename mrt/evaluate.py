@@ -12,6 +12,7 @@ import cvm
 from mrt.float_exec import run_float
 from mrt.layer_report import LayerError, layer_errors
 from mrt.onnx_import import import_onnx
+from mrt.progress import bar, ticker
 
 LAYER_SAMPLES = 256  # samples the per-layer comparison runs (the reference interpreter keeps every tensor)
 LAYER_BYTES = 1 << 30  # ... and at most this many bytes of integer activations (MiniLM: 28 sentences)
@@ -57,6 +58,15 @@ def _top1(y: np.ndarray) -> np.ndarray:
     return y.reshape(len(y), -1).argmax(axis=1)
 
 
+def numeric_labels(y) -> np.ndarray | None:
+    """Labels that top-1 accuracy can use (class numbers, or a regression's values); None for none or for
+    strings (the PP-OCR recogniser's texts: comparing them needs the model's own decoder, see mrt eval)."""
+    if y is None:
+        return None
+    y = np.asarray(y)
+    return y if y.dtype.kind in "biuf" else None
+
+
 def rel_l2(out: np.ndarray, want: np.ndarray) -> float:
     want = want.astype(np.float64)
     return float(np.linalg.norm(out.reshape(want.shape) - want) / max(np.linalg.norm(want), 1e-300))
@@ -71,35 +81,47 @@ def mae(out: np.ndarray, y: np.ndarray | None) -> float | None:
 
 
 def evaluate(onnx_model, model: cvm.Model, x: np.ndarray | dict, y: np.ndarray | None = None,
-             layers: bool = True, backend: str = "numba") -> EvalResult:
+             layers: bool = True, backend: str = "numba", progress: bool = True) -> EvalResult:
     """x: one array (a one-input model) or {input name: array} (several; integer arrays such as token
-    ids are passed to the float model as they are)."""
+    ids are passed to the float model as they are). Labels that are not numbers give no accuracy
+    (numeric_labels). progress: each step's bar or ticker on the terminal (mrt.progress)."""
     xs = x if isinstance(x, dict) else None
     graph = import_onnx(onnx_model, {k: v.shape[1:] for k, v in xs.items()} if xs else {"x": x.shape[1:]})
     xs = xs or {graph.inputs[0].name: x}
-    float_out = run_float(graph, xs)[graph.outputs[0]]
+    float_out = _float_outputs(graph, xs, progress)
     xq = {spec.name: model.quantize_input(xs[f.name], spec.name) for f, spec in zip(graph.inputs, model.inputs)}
-    int_out = client_transform(model.meta, model.dequantize_output(run_in_chunks(model, xq, backend)))
+    int_out = client_transform(model.meta, model.dequantize_output(run_in_chunks(model, xq, backend, progress)))
     errors = []
     if layers and "tensor_map" in model.meta:
         from mrt.passes import DEFAULT_PIPELINE, run_pipeline
         n = max(1, min(LAYER_SAMPLES, LAYER_BYTES // max(1, model.analysis.activation_bytes)))
-        errors = layer_errors(model, {k: v[:n] for k, v in xs.items()}, run_pipeline(graph, DEFAULT_PIPELINE))
+        with ticker(f"eval: per-layer comparison on {n} samples (reference interpreter)", progress):
+            errors = layer_errors(model, {k: v[:n] for k, v in xs.items()}, run_pipeline(graph, DEFAULT_PIPELINE))
     f1, i1 = _top1(float_out), _top1(int_out)
+    y = numeric_labels(y)
     acc = (lambda p: float((p == y).mean())) if y is not None else (lambda p: None)
     return EvalResult(len(float_out), acc(f1), acc(i1), float((f1 == i1).mean()), cosine(int_out, float_out), errors,
                       rel_l2(int_out, float_out), mae(float_out, y), mae(int_out, y))
 
 
-def run_in_chunks(model: cvm.Model, xq: dict, backend: str) -> np.ndarray:
+def _float_outputs(graph, xs: dict, progress: bool) -> np.ndarray:
+    """The float model's first output over all of xs, its nodes counted on the terminal as they run."""
+    with bar(total=len(graph.inputs) + len(graph.nodes), desc="eval: float model", unit="node", enabled=progress) as b:
+        return run_float(graph, xs, observe=lambda name, v: b.update(1))[graph.outputs[0]]
+
+
+def run_in_chunks(model: cvm.Model, xq: dict, backend: str, progress: bool = False) -> np.ndarray:
     """The first output of model.run over the whole batch, in runs the format's run_bytes limit admits."""
     from cvm import limits
     per_run = max(1, limits.of(model.graph.opset).run_bytes // max(1, model.analysis.activation_bytes))
     total = len(next(iter(xq.values())))
     parts = []
-    for i in range(0, total, per_run):
-        y = model.run({k: v[i:i + per_run] for k, v in xq.items()}, backend=backend)
-        parts.append(y if not isinstance(y, dict) else next(iter(y.values())))
+    with ticker(f"eval: integer model ({backend})", progress), \
+            bar(total=total, desc="samples", unit="sample", enabled=progress) as b:
+        for i in range(0, total, per_run):
+            y = model.run({k: v[i:i + per_run] for k, v in xq.items()}, backend=backend)
+            parts.append(y if not isinstance(y, dict) else next(iter(y.values())))
+            b.update(len(parts[-1]))
     return np.concatenate(parts)
 
 
@@ -111,6 +133,7 @@ def ort_int8_accuracy(onnx_path: str, calib: np.ndarray | dict, x: np.ndarray | 
     from cvm.bench import quantize_ort_int8
 
     ort.set_default_logger_severity(3)  # its quantizer warns about every unused initializer
+    y = numeric_labels(y)
     sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     feeds = _ort_feeds(sess, x)
     # the scores: the first float output (an sklearn classifier's first output is its int64 label)

@@ -4,6 +4,7 @@ the instrument for fidelity work: one bar per layer shows where the error enters
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,10 @@ import cvm
 from cvm.interp import reference
 from mrt.float_exec import run_float
 
-WORST_NAMED = 3  # layers named on the plot
+WORST_NAMED = 5  # layers named, in the table `mrt eval` prints and on its plot
+FIGURE_WIDTH_IN, DPI = 11.0, 110  # the plot's width, whatever the layer count (138 layers were once 4,015 px)
+LEGEND_CHARS = 150  # a legend line's width in characters (monospace 7.5 pt across the figure)
+SQNR_CAP = 99.0  # dB drawn for an exact layer (its SQNR is infinite)
 
 
 @dataclass(frozen=True)
@@ -59,29 +63,47 @@ def worst(layers: list[LayerError], n: int = WORST_NAMED) -> list[LayerError]:
     return sorted(layers, key=lambda e: -e.rel_l2)[:n]
 
 
-def _short(name: str, width: int = 32) -> str:
-    return name if len(name) <= width else "..." + name[-(width - 3):]
+def legend_lines(layers: list[LayerError], n: int = WORST_NAMED) -> list[str]:
+    """What the plot writes under its bars: the n worst layers by rank, each named in full (wrapped, never cut:
+    the module path that tells layers apart sits at the start, the op name at the end), then the rest in one line."""
+    order = {e.name: i for i, e in enumerate(layers)}
+    bad = worst(layers, n)
+    lines = []
+    for rank, e in enumerate(bad, 1):
+        head = f"{rank}. {e.sqnr_db:5.1f} dB  layer {order[e.name] + 1:>{len(str(len(layers)))}}/{len(layers)}  "
+        lines += textwrap.wrap(head + e.name, LEGEND_CHARS, subsequent_indent=" " * len(head),
+                               break_long_words=True, break_on_hyphens=False) or [head]
+    rest = [min(e.sqnr_db, SQNR_CAP) for e in layers if e not in bad]
+    if rest:
+        lines.append(f"the other {len(rest)} layers: SQNR median {np.median(rest):.1f} dB, "
+                     f"range {min(rest):.1f}..{max(rest):.1f} dB")
+    return lines
 
 
 def plot(layers: list[LayerError], path: str | Path, title: str = "") -> Path:
-    """A PNG with one bar per layer (SQNR in dB, graph order; lower is worse), the worst named."""
+    """A PNG of fixed size at any layer count: one bar per layer (SQNR in dB, graph order; lower is worse), the
+    WORST_NAMED worst in red with their rank, named in full below (legend_lines), the rest summarised."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    finite = [min(e.sqnr_db, 99.0) for e in layers]
-    bad = {e.name for e in worst(layers)}
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.25 * len(layers) + 2), 4))
-    ax.bar(range(len(layers)), finite, color=["tab:red" if e.name in bad else "tab:blue" for e in layers])
-    marks = [i for i, e in enumerate(layers) if e.name in bad]
-    for i in marks:
-        ax.annotate(f"{layers[i].sqnr_db:.1f}", (i, finite[i]), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(marks, [_short(layers[i].name) for i in marks], rotation=25, ha="right", fontsize=7)
-    ax.set_xlabel("layer (graph order; the worst named)")
+    finite = [min(e.sqnr_db, SQNR_CAP) for e in layers]
+    ranks = {e.name: r for r, e in enumerate(worst(layers), 1)}
+    lines = legend_lines(layers)
+    legend_in = 0.15 + 0.15 * len(lines)  # inches of text under the axes
+    height = 3.6 + legend_in
+    fig = plt.figure(figsize=(FIGURE_WIDTH_IN, height))
+    ax = fig.add_axes((0.07, (legend_in + 0.6) / height, 0.9, 2.55 / height))
+    ax.bar(range(1, len(layers) + 1), finite, width=0.8, color=["tab:red" if e.name in ranks else "tab:blue" for e in layers])
+    for i, e in enumerate(layers):
+        if e.name in ranks:
+            ax.annotate(str(ranks[e.name]), (i + 1, finite[i]), ha="center", va="bottom", fontsize=8, color="tab:red")
+    ax.set_xlim(0, len(layers) + 1)
+    ax.set_xlabel(f"layer (graph order, 1..{len(layers)}; the worst {len(ranks)} numbered by rank)")
     ax.set_ylabel("SQNR vs float (dB)")
     ax.set_title(title or "per-layer quantization error")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.text(0.02, 0.02, "\n".join(lines), family="monospace", fontsize=7.5, va="bottom")
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path

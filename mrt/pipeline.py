@@ -14,7 +14,9 @@ import numpy as np
 from eth_hash.auto import keccak
 
 import cvm
+from cvm.clikit import read_arrays
 from mrt import bias_choice, width_choice
+from mrt.progress import ticker
 from mrt.calibrate import calibrate, data_hash
 from mrt.errors import BadInput
 from mrt.limits import check_import
@@ -23,12 +25,23 @@ from mrt.passes import DEFAULT_PIPELINE, dumper, run_pipeline, strip_output_tran
 from mrt.passes.equalize import equalize
 from mrt.quantize import config_for, emit, verify
 
+CALIB_PREFIX = "calib_"  # a file of several splits (scripts/models/minilm_export.py: calib_*, held_*)
+
+
+def read_calibration(path) -> dict[str, np.ndarray]:
+    """The arrays of a calibration file: an .npy is `x`; an .npz holding CALIB_PREFIX arrays gives those,
+    the prefix dropped, so the MiniLM export's text_L64.npz (calib_input_ids, ...) is used as it is."""
+    arrays = read_arrays(path, BadInput)
+    if isinstance(arrays, np.ndarray):
+        return {"x": arrays}
+    return {k[len(CALIB_PREFIX):]: v for k, v in arrays.items() if k.startswith(CALIB_PREFIX)} or arrays
+
+
 def load_data(data, graph) -> dict[str, np.ndarray]:
     """Calibration data as {input name: float32 array}: an array, a dict, or an .npz path
-    (holding `x`, or arrays named after the graph inputs)."""
+    (holding `x`, or arrays named after the graph inputs, or those names prefixed with CALIB_PREFIX)."""
     if isinstance(data, (str, os.PathLike)):
-        with np.load(data, allow_pickle=False) as f:
-            data = {k: f[k] for k in f.files}
+        data = read_calibration(data)
     if isinstance(data, np.ndarray):
         data = {graph.inputs[0].name: data}
     names = [s.name for s in graph.inputs]
@@ -37,7 +50,8 @@ def load_data(data, graph) -> dict[str, np.ndarray]:
     elif len(names) == 1 and "x" in data:
         arrays = {names[0]: data["x"]}
     else:
-        raise BadInput(f"calibration data must hold 'x' or arrays named {names}; it has {sorted(data)}")
+        raise BadInput(f"calibration data must hold 'x' or arrays named {names} (or {CALIB_PREFIX}NAME); "
+                       f"it has {sorted(data)}")
     return {n: _calibration_array(n, a) for n, a in arrays.items()}
 
 
@@ -127,8 +141,7 @@ def calibration_shapes(data) -> dict:
     error at the calibrate stage."""
     try:
         if isinstance(data, (str, os.PathLike)):
-            with np.load(data, allow_pickle=False) as f:
-                return {k: f[k].shape[1:] for k in f.files}
+            data = read_calibration(data)
         if isinstance(data, np.ndarray):
             return {"x": data.shape[1:]}
         return {k: np.shape(v)[1:] for k, v in dict(data).items()}
@@ -188,8 +201,9 @@ def _quantize(c: Conversion):
     wide = {}
 
     def error12() -> float:
-        wide["thresholds"] = _calibrated(c, width_choice.WIDE_BITS)
-        wide["emitted"], err = _emit(c, width_choice.wide_config(cfg), wide["thresholds"], ref)
+        with ticker("measure width: 12-bit activations, 10-bit weights", o.progress):
+            wide["thresholds"] = _calibrated(c, width_choice.WIDE_BITS, progress=o.progress)
+            wide["emitted"], err = _emit(c, width_choice.wide_config(cfg), wide["thresholds"], ref)
         return err
 
     c.width = width_choice.choose(width_choice.macs(c.graph), error8, error12)
@@ -278,11 +292,17 @@ def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
     show = dumper(dump)
     for number, stage in enumerate(CONVERSION, 1):
         if stage.run is _passes and isinstance(dump, (str, os.PathLike)):
-            out = _passes(c, dump=Path(dump) / "passes")
+            out = _run_stage(c, stage, lambda c: _passes(c, dump=Path(dump) / "passes"))
         else:
-            out = stage.run(c)
+            out = _run_stage(c, stage)
         show(number, stage.name, out)
     return c.model
+
+
+def _run_stage(c: Conversion, stage: Stage, run: Callable | None = None):
+    """One stage, with its name and elapsed time on the terminal while it runs (mrt.progress)."""
+    with ticker(f"convert: {stage.name}", c.options.progress):
+        return (run or stage.run)(c)
 
 
 FRONT = ("import", "passes", "output_transform", "calibrate")  # the stages that do not depend on the quantization config
@@ -295,7 +315,7 @@ def prepare(model, calibration, **options) -> Conversion:
     c = Conversion(model, calibration, Options(**options, overrides=overrides))
     for stage in CONVERSION:
         if stage.name in FRONT:
-            stage.run(c)
+            _run_stage(c, stage)
     return c
 
 
@@ -304,7 +324,7 @@ def finish(c: Conversion, **overrides) -> cvm.Model:
     trial = replace(c, options=replace(c.options, overrides={**c.options.overrides, **overrides}))
     for stage in CONVERSION:
         if stage.name not in FRONT:
-            stage.run(trial)
+            _run_stage(trial, stage)
     return trial.model
 
 
