@@ -111,14 +111,14 @@ def cmd_eval(args) -> int:
             o = ort_int8_accuracy(args.model, _eval_data(args.calib, model)[0], x, y)
     print(f"{r.n} samples")
     if y is not None and numeric_labels(y) is None:
-        print(STRING_LABELS.format(kind=np.asarray(y).dtype))
+        print(STRING_LABELS)
     print(_eval_table(r, o))
     if r.layer_errors:
         _report_layers(r.layer_errors, args.plot or Path(args.cvm).with_suffix(".layers.png"), Path(args.cvm).name)
     return 0
 
 
-STRING_LABELS = ("labels are {kind} strings, not class numbers: top-1 accuracy does not apply (a text model's outputs "
+STRING_LABELS = ("the labels (y) are strings, not class numbers: top-1 accuracy does not apply (a text model's outputs "
                  "need its own decoder; the PP-OCR recogniser's decoded strings: scripts/models/ocr_table.py rec). "
                  "Below: the integer outputs against float's.")
 
