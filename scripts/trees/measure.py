@@ -31,6 +31,7 @@ from mrt.trees.datasets import split  # noqa: E402
 
 FIXTURES = ROOT / "fixtures" / "trees"
 CACHE = ROOT / ".cache" / "models"
+LAST = CACHE / "trees_measure.json"  # the last full run's figures, which a --data run updates
 
 
 def median_us(fn, reps: int) -> float:
@@ -169,13 +170,15 @@ def native_traversal_us(onx, xtr, xte, reps: int) -> float:
 def main():
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="fewer timing repetitions (30, not 300)")
     ap.add_argument("--data", help="measure only this data set's fixtures; the other rows and the 100-tree "
                     "models are kept from the last full run (.cache/models/trees_measure.json)")
     args = ap.parse_args()
     reps = 30 if args.quick else 300
+    if args.data and not LAST.exists():
+        return partial_run(args.data, reps)
     if args.data:
-        last = json.loads((CACHE / "trees_measure.json").read_text())
+        last = json.loads(LAST.read_text())
         rows = dict(sorted({**last.pop("fixtures"), **fixtures(reps, args.data)}.items()))
         big = last
     else:
@@ -186,9 +189,23 @@ def main():
         ", ".join(f"{k} {v['native_traversal_us']:.1f} us" for k, v in big.items()) + "."
     CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / "trees_table.md").write_text(text + "\n")
-    (CACHE / "trees_measure.json").write_text(json.dumps({"fixtures": rows, **big}, indent=1))
+    LAST.write_text(json.dumps({"fixtures": rows, **big}, indent=1))
     print(text)
 
 
+def partial_run(data: str, reps: int) -> int:
+    """--data before any full run (a fresh clone): that data set's rows alone, printed; nothing is written, since
+    docs/models.md's table needs every row and the 100-tree models."""
+    rows = fixtures(reps, data)
+    if not rows:
+        print(f"no tree fixture uses data set {data!r} (fixtures/trees/manifest.json)", file=sys.stderr)
+        return 2
+    print(table(rows))
+    print(f"\n{LAST.relative_to(ROOT)} does not exist yet, so only {data}'s rows were measured and nothing was "
+          f"written; the table for docs/models.md needs one full run first: {Path(__file__).relative_to(ROOT)} "
+          "[--quick]", file=sys.stderr)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
