@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from mrt.progress import ticker
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC_MODULES = ("string", "textwrap", "json", "collections", "functools", "itertools", "pathlib", "random",
                "re", "os", "shutil", "argparse", "logging", "datetime", "decimal", "fractions", "heapq", "bisect")
@@ -252,7 +254,8 @@ def write_sets(out: Path) -> dict[str, Path]:
     paths = {}
     for name, (build, n_calib, n_test) in SETS.items():
         for part, n, seed in (("calib", n_calib, 1), ("test", n_test, 2)):
-            made = build(n, seed)
+            with ticker(f"ocr_data: {name} {part}, {n} samples"):  # minutes in all: elapsed time on a terminal
+                made = build(n, seed)
             x, extra = (made, None) if isinstance(made, np.ndarray) else made
             arrays = {"x": x} if extra is None else {"x": x, "y": np.asarray(extra)}
             paths[f"{name}_{part}"] = out / f"{name}_{part}.npz"
