@@ -250,29 +250,13 @@ class BatchedOperator(Operator):
 
 
 def main(argv: list[str] | None = None) -> int:
-    import signal
-    from pathlib import Path
-
-    from cvm.chain.cli import _stop_on_sigterm, add_node_arguments, read_key
-    from cvm.chain.store import ModelStore
+    from cvm.chain.cli import add_node_arguments, serve_operator
 
     p = argparse.ArgumentParser(prog="python -m cvm.chain.batch_node", description=__doc__.splitlines()[0])
     add_node_arguments(p)
     p.add_argument("--relay", help="the committee's relay (python -m cvm.chain.relay); none: every step alone")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    account = read_key(args.key)
-    w3 = Web3(Web3.HTTPProvider(args.rpc))
-    db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
-    op = BatchedOperator(w3, account, args.oracle, ModelStore(args.models), db, backend=args.backend,
-                         from_block=args.from_block, confirmations=args.confirmations, relay=args.relay)
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    try:
-        op.run(poll_interval=args.poll)
-    except KeyboardInterrupt:
-        log.info("%s: stopped", op.name)
-    return 0
+    return serve_operator(args, BatchedOperator, relay=args.relay)  # stops on the first SIGTERM/SIGINT
 
 
 if __name__ == "__main__":

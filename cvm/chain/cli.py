@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,29 +47,40 @@ def read_key(value: str) -> LocalAccount:
 
 def run_node(args: argparse.Namespace) -> int:
     """`cvm node`: one operator against a JSON-RPC chain until stopped (Ctrl-C or SIGTERM)."""
-    from web3 import Web3
-
     from cvm.chain.node import Operator
-    from cvm.chain.store import ModelStore
 
+    return serve_operator(args, Operator)
+
+
+def serve_operator(args: argparse.Namespace, operator_class: type, **kw) -> int:
+    """Builds an operator of `operator_class` (node.Operator or a subclass) from the node arguments
+    and runs it until the first SIGTERM or SIGINT (cvm/chain/shutdown.py), which ends it within a
+    few seconds whatever it is doing, at start-up too; its SQLite rows let a restart resume."""
+    from cvm.chain.shutdown import Shutdown
+
+    stop = Shutdown().install()  # before anything slow: reading the chain, loading a model
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    account = read_key(args.key)
-    w3 = Web3(Web3.HTTPProvider(args.rpc))
-    store = ModelStore(args.models)
-    db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
-    op = Operator(w3, account, args.oracle, store, db, backend=args.backend, from_block=args.from_block,
-                  confirmations=args.confirmations)
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)  # a service manager's stop: log it and leave cleanly
+    log = logging.getLogger("cvm.node")
     try:
-        op.run(poll_interval=args.poll)
+        op = _build_operator(args, operator_class, **kw)
+        op.run(poll_interval=args.poll, stop=stop.event)
     except KeyboardInterrupt:
-        logging.getLogger("cvm.node").info("%s: stopped", op.name)
+        pass
+    log.info("stopped")
     return 0
 
 
-def _stop_on_sigterm(signum, frame) -> None:
-    raise KeyboardInterrupt  # every step is restartable, so stopping between any two lines is safe
+def _build_operator(args: argparse.Namespace, operator_class: type, **kw):
+    from web3 import Web3
+
+    from cvm.chain.store import ModelStore
+
+    account = read_key(args.key)
+    w3 = Web3(Web3.HTTPProvider(args.rpc))
+    db = args.db or str(Path(args.models) / f"node-{account.address}.sqlite")
+    return operator_class(w3, account, args.oracle, ModelStore(args.models), db, backend=args.backend,
+                          from_block=args.from_block, confirmations=args.confirmations, **kw)
 
 
 def add_node_arguments(p: argparse.ArgumentParser) -> None:

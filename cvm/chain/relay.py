@@ -129,13 +129,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8600)
     args = p.parse_args(argv)
+    from cvm.chain.shutdown import Shutdown
+
+    Shutdown().install()  # the first SIGTERM/SIGINT leaves serve_forever; nothing to keep but memory
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = ThreadingHTTPServer((args.host, args.port), make_handler(Board()))
+    server.daemon_threads, server.block_on_close = True, False  # a handler mid-request does not hold the exit
     log.info("relay listening on http://%s:%d", args.host, args.port)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
+    server.server_close()
+    log.info("relay stopped")
     return 0
 
 
