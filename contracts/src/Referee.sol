@@ -439,11 +439,12 @@ contract Referee {
         return _at(r, 1, uint256(x) * rowSize + e % rowSize);
     }
 
-    /// floor(sqrt(a)) (spec 15.2), Newton's iteration from above.
+    /// floor(sqrt(a)) (spec 15.2), Newton's iteration from above. It starts at x = a, y = (a + 1) / 2
+    /// (the first Newton step): y < x for every a >= 2 (a/2 + 1 is not: a = 2 returned 2).
     function isqrt(uint256 a) internal pure returns (uint256 x) {
         if (a < 2) return a;
         x = a;
-        uint256 y = (a >> 1) + 1;
+        uint256 y = (a + 1) >> 1;
         while (y < x) {
             x = y;
             y = (x + a / x) >> 1;
