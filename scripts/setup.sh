@@ -3,6 +3,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# System packages the tests need, by Debian name: fonts-dejavu-core draws the OCR test lines
+# (scripts/models/ocr_data.py loads its files by path and checks their hashes). As root (CI) they are
+# installed when missing, after one apt-get update; otherwise a missing one is named.
+APT_PACKAGES="fonts-dejavu-core"
+missing=$(for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+  else
+    echo "setup: install the Debian package(s) $missing (sudo apt-get install $missing)" >&2
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/pip install -q --upgrade pip

@@ -3,9 +3,11 @@ preprocessing RapidOCR applies before each (read from the wheel's own source:
 ch_ppocr_det/utils.py DetPreProcess, ch_ppocr_cls/text_cls.py and ch_ppocr_rec/text_recognize.py
 resize_norm_img, config.yaml).
 
-Text: lines of the docstrings of stdlib modules (offline, fixed order), rendered with PIL in the
-TrueType fonts found on the system (ImageFont.load_default(size) when there are none), dark text
-on a light background, mildly rotated, with Gaussian noise. Images are uint8 HxWx3 in BGR order, as
+Text: lines of the docstrings of stdlib modules (offline, fixed order), rendered with PIL in the six
+fonts of the Debian package fonts-dejavu-core (scripts/setup.sh installs it), loaded by explicit path
+and checked against pinned hashes, never whatever else the machine has under /usr/share/fonts: the
+same data, and so the same accuracies, on every machine. Dark text on a light background, mildly
+rotated, with Gaussian noise. Images are uint8 HxWx3 in BGR order, as
 RapidOCR's LoadImage hands them to the models. Everything is a function of its seed.
 
     .venv/bin/python scripts/models/ocr_data.py [--out .cache/models/ocr]   # writes the .npz sets
@@ -13,6 +15,8 @@ RapidOCR's LoadImage hands them to the models. Everything is a function of its s
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import importlib
 import inspect
 import math
@@ -26,7 +30,16 @@ from mrt.progress import ticker
 ROOT = Path(__file__).resolve().parents[2]
 DOC_MODULES = ("string", "textwrap", "json", "collections", "functools", "itertools", "pathlib", "random",
                "re", "os", "shutil", "argparse", "logging", "datetime", "decimal", "fractions", "heapq", "bisect")
-FONT_DIR = Path("/usr/share/fonts")
+FONT_PACKAGE = "fonts-dejavu-core"  # DejaVu 2.37, Debian 12's 2.37-6
+FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")
+FONTS = {  # file -> sha256: other bytes would render other test data
+    "DejaVuSans.ttf": "abdc775b21b1bc470d50c97e790d276f2054b7504e56e5bd3e64f48d68582322",
+    "DejaVuSans-Bold.ttf": "0d977336a6d5fba34eab8e3199eb218327161b5143749f802982c2bc34df0c96",
+    "DejaVuSansMono.ttf": "0f5db4f1749979d961019838b160bec74abdf7f9eca69553fe1aa856bbff49a4",
+    "DejaVuSansMono-Bold.ttf": "2964f6dac8e6e9d71613928340f17bf868e9ea51692cca333c79e74962f02233",
+    "DejaVuSerif.ttf": "13e61509f5c81d7c3132810f4f903e3523df89c802bf6e0674621e8f659cdfe1",
+    "DejaVuSerif-Bold.ttf": "e2fd85eba2de65ac270d1cdb1685e252eb827f600850cf62af2d20c41b22e945",
+}
 LINE_CHARS = (8, 40)  # a rendered line holds this many characters
 WORD_CHARS = 18  # a recogniser sample at most this many (48x320 holds about that many at RapidOCR's scale)
 
@@ -78,16 +91,22 @@ def short_text(line: str, rng: np.random.Generator) -> str:
 
 # -- rendering --------------------------------------------------------------------------------------
 
-def font_files() -> list[Path]:
-    """The system's TrueType fonts that draw Latin text, sorted (none: load_default is used)."""
-    skip = ("Math", "Symbol", "Emoji", "Noto Color")
-    return sorted(p for p in FONT_DIR.rglob("*.ttf") if not any(s in p.name for s in skip))
+@functools.cache
+def font_files() -> tuple[Path, ...]:
+    """FONTS from FONT_PACKAGE, in FONTS' order, each checked once against its pinned hash."""
+    files = tuple(FONT_DIR / name for name in FONTS)
+    for path in files:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: the OCR test lines are drawn in {FONT_PACKAGE} "
+                                    f"(scripts/setup.sh installs it: apt-get install {FONT_PACKAGE})")
+        if hashlib.sha256(path.read_bytes()).hexdigest() != FONTS[path.name]:
+            raise ValueError(f"{path} is not the pinned DejaVu 2.37 file ({FONT_PACKAGE} 2.37-6): "
+                             "it would render other test data than the accuracy margins were measured on")
+    return files
 
 
 def font(index: int, size: int):
     files = font_files()
-    if not files:
-        return ImageFont.load_default(size=size)
     return ImageFont.truetype(str(files[index % len(files)]), size)
 
 
