@@ -1,5 +1,7 @@
-"""Suite-wide fixtures: `processes` for tests that start subprocesses, and a session check that no
-process a test started is still alive at the end (tests/testprocs.py says how they are found)."""
+"""Suite-wide: `processes` for tests that start subprocesses, a session check that no process a test
+started is still alive at the end (tests/testprocs.py says how they are found), and hypothesis
+without its wall-clock limits (a 200 ms deadline per example, the too_slow health check), which
+fail property tests on a loaded machine; tests that set their own settings keep them."""
 
 from __future__ import annotations
 
@@ -8,6 +10,14 @@ import signal
 
 import pytest
 from testprocs import OWNER, Processes, owned_processes
+
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # the FHE environment runs tests/fhe without it
+    pass
+else:
+    settings.register_profile("any-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("any-machine")
 
 
 @pytest.fixture

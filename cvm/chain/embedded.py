@@ -4,8 +4,10 @@
     w3 = chain.w3                      # a web3.Web3 on eth-tester's PyEVMBackend
     key = chain.keys[0]                # funded accounts with their private keys
 
-Every transaction is mined in its own block (eth-tester's auto-mining). ``advance_time`` moves
-the clock for deadlines.
+Every transaction is mined in its own block (eth-tester's auto-mining). Chain time is the chain's
+own: each block is one second after its parent, never read from the wall clock, and
+``advance_time`` moves it forward for deadlines. A test sees the same timestamps on a busy machine
+as on a quiet one.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from cvm.chain.trace_precompile import CVM_TRACE_ADDRESS, make_trace_precompile
 
 BLOCK_GAS_LIMIT = 1_000_000_000  # room for large models through the precompile
 NUM_ACCOUNTS = 10
+BLOCK_TIME = 1  # seconds from a block to the next (advance_time adds more)
 ESTIMATE_TOLERANCE = 1_000  # gas: an estimate is at most this much above the least that succeeds
 
 
@@ -38,7 +41,17 @@ def cvm_vm_class(precompile, trace_precompile=None) -> type[PragueVM]:
         precompiles[CVM_TRACE_ADDRESS] = trace_precompile
     computation = type("CVMPragueComputation", (PragueComputation,), {"_precompiles": precompiles})
     state = type("CVMPragueState", (PragueState,), {"computation_class": computation})
-    return type("CVMPragueVM", (PragueVM,), {"_state_class": state})
+    return type("CVMPragueVM", (PragueVM,), {"_state_class": state,
+                                             "create_header_from_parent": staticmethod(header_after)})
+
+
+def header_after(parent, **params):
+    """PragueVM's next header, BLOCK_TIME after its parent: py-evm would take the wall clock when it is
+    later, so a slow step between two blocks moved chain time and made advance_time's target (computed
+    from the latest block) fall behind the pending block's ("Space time continuum distortion")."""
+    if parent is not None:
+        params.setdefault("timestamp", parent.timestamp + BLOCK_TIME)
+    return PragueVM.create_header_from_parent(parent, **params)
 
 
 def estimate_gas(state: StateAPI, transaction: SignedTransactionAPI) -> int:
@@ -91,5 +104,8 @@ class EmbeddedChain:
         self.tester.mine_blocks(blocks)
 
     def advance_time(self, seconds: int) -> None:
-        """Mines a block `seconds` after the latest one."""
+        """Moves chain time so that the next block, the one the next transaction lands in, is `seconds`
+        (at least BLOCK_TIME) after the latest one; eth-tester mines a block one second before it."""
+        if seconds < BLOCK_TIME:
+            raise ValueError(f"chain time only moves forward: {seconds} s is less than a block ({BLOCK_TIME} s)")
         self.tester.time_travel(self.timestamp() + seconds)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from chainkit import BACKEND, ROOT
+from testprocs import Processes
 from eth_account import Account
 from web3 import Web3
 from web3.logs import DISCARD
@@ -65,15 +66,14 @@ def running_anvil(tmp_path, *extra: str):
         proc = subprocess.Popen(
             [str(anvil_binary()), "--host", "127.0.0.1", "--port", str(port), "--hardfork", "prague",
              "--mnemonic", MNEMONIC, "--accounts", "10", "--chain-id", "31337", *extra],
-            stdout=log, stderr=subprocess.STDOUT)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
     try:
-        wait_for(lambda: proc.poll() is None and w3.is_connected(), "anvil to listen", timeout=30)
+        wait_for(lambda: proc.poll() is None and w3.is_connected(), "anvil to listen")
         yield url, w3
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        Processes().stop(proc)  # SIGTERM, then SIGKILL if it is not gone by a generous deadline
 
 
 @pytest.fixture
@@ -102,16 +102,13 @@ class Operators:
 
     def kill(self, i: int) -> None:
         os.kill(self.procs[i].pid, signal.SIGKILL)
-        self.procs[i].wait(timeout=10)
+        self.procs[i].wait()
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        """Signals every operator before waiting for any (a slow one delays no other's signal)."""
+        live = Processes()
+        live.procs = list(self.procs.values())
+        live.stop_all()
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(self.tmp_path.glob("op*.log")))

@@ -7,8 +7,6 @@ Prints the gas of each and asserts the round is at most 400,000."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import pytest
@@ -37,7 +35,7 @@ def round_now(oracle, rid):
     except StaleRound:
         return None
 
-def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path):
+def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path, processes):
     with running_anvil(tmp_path) as (url, w3):
         deployer, op_keys, player, store, model, test = mnist_setup(tmp_path)
         x, label = model.quantize_input(test["x"][5:6]), int(test["y"][5])
@@ -52,14 +50,11 @@ def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path):
             send(w3, k, oracle.functions.stake(), value=CONFIG.min_stake)
 
         port = free_port()
-        procs = []
         logs = []
 
         def start(args, name, env=None):
-            f = open(tmp_path / f"{name}.log", "w")
             logs.append(tmp_path / f"{name}.log")
-            procs.append(subprocess.Popen([sys.executable, "-m", *args], stdout=f, stderr=subprocess.STDOUT,
-                                          env={**os.environ, **(env or {})}, cwd=ROOT))
+            processes.start([sys.executable, "-m", *args], logs[-1], env, cwd=ROOT)
 
         try:
             start(["cvm.chain.relay", "--port", str(port)], "relay")
@@ -79,9 +74,7 @@ def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path):
             print("\n".join(f"--- {p.name}\n{p.read_text()}" for p in logs))
             raise
         finally:
-            for p in procs:
-                p.terminate()
-                p.wait(timeout=10)
+            processes.stop_all()  # every one signalled at once; killed if not gone by a generous deadline
 
         assert game.functions.wins(player.address).call() == 1
         played = game.events.GamePlayed().get_logs(from_block=0)
