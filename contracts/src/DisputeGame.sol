@@ -153,10 +153,11 @@ contract DisputeGame {
 
     function start(Start calldata s) external returns (uint256 id) {
         if (msg.sender != oracle) revert NotOracle(msg.sender);
-        (bool precompiled, uint256 leafCount, uint256 outputLeaf) = _traceInfo(s.modelHash);
+        ModelRegistry registry = IDisputeOracle(oracle).registry(); // s.modelHash: a listing id, its file by modelHashOf
+        (bool precompiled, uint256 leafCount, uint256 outputLeaf) = _traceInfo(registry.modelHashOf(s.modelHash));
         bytes32 modelRoot;
         if (!precompiled) {
-            ModelRegistry.RefereeCommitment memory c = IDisputeOracle(oracle).registry().refereeCommitment(s.modelHash);
+            ModelRegistry.RefereeCommitment memory c = registry.refereeCommitment(s.modelHash);
             if (c.root == bytes32(0)) revert NoRefereeCommitment(s.modelHash);
             (leafCount, outputLeaf, modelRoot) = (c.leafCount, c.outputLeaf, c.root);
         }
@@ -263,7 +264,7 @@ contract DisputeGame {
         } else {
             if (d.referee) revert UseReferee(id);
             (bytes32 out, uint256[] memory producers, bytes32[] memory leaves) =
-                ICVMTrace.step(d.modelHash, d.index, inputs);
+                ICVMTrace.step(registry.modelHashOf(d.modelHash), d.index, inputs);
             if (proofs.length != producers.length) revert BadProof(d.index);
             for (uint256 j = 0; j < producers.length; j++) {
                 if (producers[j] >= d.index) revert BadProducer(producers[j], d.index);
@@ -331,7 +332,7 @@ contract DisputeGame {
         bytes32 k = keccak256(output);
         bytes32 h = d.referee
             ? keccak256(abi.encodePacked(IDisputeOracle(oracle).registry().refereeCommitment(d.modelHash).outputPrefix, output))
-            : ICVMTrace.outputHash(d.modelHash, output);
+            : ICVMTrace.outputHash(IDisputeOracle(oracle).registry().modelHashOf(d.modelHash), output);
         _finish(id, d, d.claimC.outputKeccak != k || d.claimC.outputHash != h,
             d.claimD.outputKeccak != k || d.claimD.outputHash != h);
     }

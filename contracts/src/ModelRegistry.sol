@@ -2,10 +2,17 @@
 pragma solidity ^0.8.28;
 
 /// @title ModelRegistry
-/// @notice Authors register CVM models by their hash (keccak256 of the model's consensus part)
-/// together with where to fetch the file, the shape of one input and one output sample, the
-/// model's static gas cost and the hash of its calibration data. An entry belongs to its author:
-/// only the author may change its URI or deprecate it. The hash, specs and gas never change.
+/// @notice Lists CVM models by their hash (keccak256 of the model's consensus part) together with
+/// where to fetch the file, the shape of one input and one output sample, the model's static gas
+/// cost and the hash of its calibration data. An entry (a listing) belongs to its publisher: only
+/// the publisher may change its URI, deprecate it or commit its referee commitment. The specs and
+/// gas never change. Requests, oracles and disputes name a listing by its id.
+///
+/// Two kinds of listing of one file: the author's, id = modelHash, made by the commit-reveal below;
+/// and anyone's own, id = listingId(modelHash, publisher) (`registerListing`, no commit needed: the
+/// id binds the publisher's address). Whoever registers a public file first holds only the listing
+/// whose id is its hash: the file's real users publish and use their own listing, with its own
+/// specs, gas, URI, deprecation and referee commitment. `modelHashOf(id)` is the file of either.
 ///
 /// Registration is commit-reveal, so that whoever sees a model hash in the mempool cannot register
 /// it first with false metadata: the author first commits keccak256(abi.encode(modelHash, author,
@@ -47,9 +54,24 @@ contract ModelRegistry {
     uint256 public constant MAX_RANK = 6; // cvm.limits.MAX_RANK (tests/chain/test_solidity_constants.py)
     uint256 public constant MAX_SAMPLE_BYTES = 1 << 26; // MAX_TENSOR_ELEMENTS (2^24) int32 elements
     uint256 public constant MAX_INPUTS = 16; // inputs of one model (registerInputs)
+    /// A listing's referee commitment and dispute gas, once set, change only this long after the
+    /// publisher proposes the change (`proposeReferee`): longer than any request taken under the old
+    /// one lasts, its disputes included (an oracle's commit + reveal + challenge windows + its game's
+    /// maxDuration), so operators see a wrong replacement coming and stop taking its requests.
+    uint256 public constant REFEREE_DELAY = 3 days;
 
-    mapping(bytes32 => Model) private _models;
+    /// A proposed replacement of a listing's referee commitment and dispute gas.
+    struct PendingReferee {
+        RefereeCommitment c;
+        uint64 disputeGas;
+        uint64 effectiveAt; // 0: none pending
+    }
+
+    mapping(bytes32 => Model) private _models; // by listing id
+    mapping(bytes32 => bytes32) private _fileOf; // listing id -> model hash (0 for the author's: id = hash)
     mapping(bytes32 => RefereeCommitment) private _referee;
+    mapping(bytes32 => uint64) private _disputeGas;
+    mapping(bytes32 => PendingReferee) private _pendingReferee;
     mapping(bytes32 => TensorSpec[]) private _extraInputs;
     /// registration commitment -> block number it was made in
     mapping(bytes32 => uint256) public registrationCommitments;
@@ -59,6 +81,9 @@ contract ModelRegistry {
     event ModelDeprecated(bytes32 indexed modelHash);
     event RegistrationCommitted(bytes32 indexed commitment, address indexed author);
     event RefereeCommitted(bytes32 indexed modelHash, bytes32 root);
+    event ListingRegistered(bytes32 indexed id, bytes32 indexed modelHash, address indexed publisher);
+    event DisputeGasSet(bytes32 indexed id, uint64 disputeGas);
+    event RefereeProposed(bytes32 indexed id, bytes32 root, uint64 disputeGas, uint64 effectiveAt);
 
     error ZeroModelHash();
     error ZeroGas();
@@ -72,6 +97,9 @@ contract ModelRegistry {
     error AlreadyCommitted(bytes32 commitment);
     error RefereeAlreadyCommitted(bytes32 modelHash);
     error BadRefereeCommitment(bytes32 modelHash);
+    error NoRefereeCommitment(bytes32 id);
+    error NoPendingReferee(bytes32 id);
+    error RefereeTooEarly(bytes32 id, uint64 effectiveAt);
 
     modifier onlyAuthor(bytes32 modelHash) {
         address author = _models[modelHash].author;
@@ -120,17 +148,68 @@ contract ModelRegistry {
         bytes32 calibrationHash,
         bytes32 salt
     ) external {
-        if (inputs.length == 0 || inputs.length > MAX_INPUTS) revert InvalidTensorSpec();
         Model storage m = _claim(modelHash, gas, salt);
+        _setInputs(m, modelHash, inputs);
+        _describe(m, modelHash, uri, output, calibrationHash);
+    }
+
+    /// A listing of the file `modelHash` by msg.sender, id = listingId(modelHash, msg.sender), one
+    /// per publisher and file, in one transaction (nobody else can take its id). `inputs` in model
+    /// input order, as `registerInputs`. An author registration (`register`) under this id is replaced:
+    /// no file hashes to a listing id (a keccak256 preimage), so it named no model and nobody can use
+    /// it to hold a publisher's listing id.
+    function registerListing(
+        bytes32 modelHash,
+        string calldata uri,
+        TensorSpec[] calldata inputs,
+        TensorSpec calldata output,
+        uint64 gas,
+        bytes32 calibrationHash
+    ) external returns (bytes32 id) {
+        if (modelHash == bytes32(0)) revert ZeroModelHash();
+        if (gas == 0) revert ZeroGas();
+        id = listingId(modelHash, msg.sender);
+        if (_fileOf[id] != bytes32(0)) revert AlreadyRegistered(id);
+        if (_models[id].author != address(0)) _clear(id);
+        _fileOf[id] = modelHash;
+        Model storage m = _models[id];
+        (m.author, m.gas) = (msg.sender, gas);
+        _setInputs(m, id, inputs);
+        _describe(m, id, uri, output, calibrationHash);
+        emit ListingRegistered(id, modelHash, msg.sender);
+    }
+
+    /// The id of `publisher`'s own listing of the file `modelHash` (`registerListing`).
+    function listingId(bytes32 modelHash, address publisher) public pure returns (bytes32) {
+        return keccak256(abi.encode(modelHash, publisher));
+    }
+
+    /// The model file a listing lists: its own id for an author's registration (and for an id nobody
+    /// listed), the file's hash for a publisher's listing. Nodes load the model by it; the trace
+    /// precompile takes it.
+    function modelHashOf(bytes32 id) external view returns (bytes32) {
+        bytes32 h = _fileOf[id];
+        return h == bytes32(0) ? id : h;
+    }
+
+    function _setInputs(Model storage m, bytes32 id, TensorSpec[] calldata inputs) private {
+        if (inputs.length == 0 || inputs.length > MAX_INPUTS) revert InvalidTensorSpec();
         uint256 size = sampleBytes(inputs[0]);
         m.input = inputs[0];
         for (uint256 i = 1; i < inputs.length; i++) {
             size += sampleBytes(inputs[i]);
-            _extraInputs[modelHash].push(inputs[i]);
+            _extraInputs[id].push(inputs[i]);
         }
         if (size > MAX_SAMPLE_BYTES) revert InvalidTensorSpec();
         m.inputBytes = uint32(size);
-        _describe(m, modelHash, uri, output, calibrationHash);
+    }
+
+    function _clear(bytes32 id) private {
+        delete _models[id];
+        delete _extraInputs[id];
+        delete _referee[id];
+        delete _disputeGas[id];
+        delete _pendingReferee[id];
     }
 
     /// The checks both registrations share; consumes the author's commitment.
@@ -179,16 +258,59 @@ contract ModelRegistry {
         emit ModelDeprecated(modelHash);
     }
 
-    /// The author's one-time referee commitment of a registered model.
-    function commitReferee(bytes32 modelHash, RefereeCommitment calldata c) external onlyAuthor(modelHash) {
-        if (_referee[modelHash].root != bytes32(0)) revert RefereeAlreadyCommitted(modelHash);
-        if (c.root == bytes32(0) || c.outputLeaf >= c.leafCount) revert BadRefereeCommitment(modelHash);
-        _referee[modelHash] = c;
-        emit RefereeCommitted(modelHash, c.root);
+    /// The publisher's first referee commitment of a listing, in force at once, with the honest side's
+    /// worst-case dispute gas for the model (cvm/chain/dispute_cost.py), which prices the bonds.
+    /// Later changes go through `proposeReferee`.
+    function commitReferee(bytes32 id, RefereeCommitment calldata c, uint64 disputeGas_) external onlyAuthor(id) {
+        if (_referee[id].root != bytes32(0)) revert RefereeAlreadyCommitted(id);
+        _checkReferee(id, c);
+        _setReferee(id, c, disputeGas_);
     }
 
-    function refereeCommitment(bytes32 modelHash) external view returns (RefereeCommitment memory) {
-        return _referee[modelHash];
+    /// The publisher replaces its listing's referee commitment and dispute gas: in force REFEREE_DELAY
+    /// from now, by `applyReferee`. A later proposal replaces this one and restarts the delay.
+    function proposeReferee(bytes32 id, RefereeCommitment calldata c, uint64 disputeGas_) external onlyAuthor(id) {
+        if (_referee[id].root == bytes32(0)) revert NoRefereeCommitment(id);
+        _checkReferee(id, c);
+        PendingReferee storage p = _pendingReferee[id];
+        (p.c, p.disputeGas, p.effectiveAt) = (c, disputeGas_, uint64(block.timestamp + REFEREE_DELAY));
+        emit RefereeProposed(id, c.root, disputeGas_, p.effectiveAt);
+    }
+
+    /// Anyone, once the delay is over: puts the proposed commitment and dispute gas in force.
+    function applyReferee(bytes32 id) external {
+        PendingReferee storage p = _pendingReferee[id];
+        if (p.effectiveAt == 0) revert NoPendingReferee(id);
+        if (block.timestamp < p.effectiveAt) revert RefereeTooEarly(id, p.effectiveAt);
+        _setReferee(id, p.c, p.disputeGas);
+        delete _pendingReferee[id];
+    }
+
+    function _checkReferee(bytes32 id, RefereeCommitment calldata c) private pure {
+        if (c.root == bytes32(0) || c.outputLeaf >= c.leafCount) revert BadRefereeCommitment(id);
+    }
+
+    function _setReferee(bytes32 id, RefereeCommitment memory c, uint64 disputeGas_) private {
+        _referee[id] = c;
+        _disputeGas[id] = disputeGas_;
+        emit RefereeCommitted(id, c.root);
+        emit DisputeGasSet(id, disputeGas_);
+    }
+
+    /// The listing's referee commitment in force (root 0: none).
+    function refereeCommitment(bytes32 id) external view returns (RefereeCommitment memory) {
+        return _referee[id];
+    }
+
+    /// The honest side's worst-case gas in a dispute about the listing's model, set with its referee
+    /// commitment (0 when none).
+    function disputeGas(bytes32 id) external view returns (uint64) {
+        return _disputeGas[id];
+    }
+
+    /// The proposed replacement of the listing's referee commitment (effectiveAt 0: none).
+    function pendingReferee(bytes32 id) external view returns (PendingReferee memory) {
+        return _pendingReferee[id];
     }
 
     function getModel(bytes32 modelHash) external view returns (Model memory) {

@@ -207,6 +207,14 @@ def tensor_spec(spec) -> tuple[list[int], int]:
     return [int(d) for d in spec.shape[1:]], int(spec.bits)
 
 
+def _calibration_hash(model: cvm.Model, given: bytes | None) -> bytes:
+    """`given`, or the model's metadata's calibration hash (zero when it has none)."""
+    if given is not None:
+        return given
+    h = model.meta.get("calibration_hash") or bytes(32)
+    return bytes.fromhex(h.removeprefix("0x")) if isinstance(h, str) else h
+
+
 def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, uri: str = "",
                    calibration_hash: bytes | None = None, salt: bytes | None = None) -> tuple[dict, dict]:
     """Registers `model` by its hash, commit then reveal (ModelRegistry.commitRegistration, then
@@ -214,10 +222,7 @@ def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, 
     Returns both receipts."""
     if len(model.outputs) != 1:
         raise ValueError("the registry describes models with one output")
-    if calibration_hash is None:
-        calibration_hash = model.meta.get("calibration_hash") or bytes(32)
-        if isinstance(calibration_hash, str):
-            calibration_hash = bytes.fromhex(calibration_hash.removeprefix("0x"))
+    calibration_hash = _calibration_hash(model, calibration_hash)
     salt = os.urandom(32) if salt is None else salt
     commitment = registry.functions.registrationCommitment(model.hash, account.address, salt).call()
     committed = send(registry.w3, account, registry.functions.commitRegistration(commitment))
@@ -229,3 +234,18 @@ def register_model(registry: Contract, account: LocalAccount, model: cvm.Model, 
     # an explicit limit: some nodes (anvil) estimate in the latest block, the commitment's own, where
     # register reverts with RegistrationTooEarly; it is mined in a later block, where it succeeds
     return committed, send(registry.w3, account, call, gas=REGISTER_GAS)
+
+
+def register_listing(registry: Contract, account: LocalAccount, model: cvm.Model, uri: str = "",
+                     calibration_hash: bytes | None = None) -> tuple[bytes, dict]:
+    """`account`'s own listing of `model` (ModelRegistry.registerListing, one transaction): what a
+    model's users publish when someone else holds the listing whose id is the model hash. Returns the
+    listing id (requests name it as their modelHash) and the receipt."""
+    if len(model.outputs) != 1:
+        raise ValueError("the registry describes models with one output")
+    calibration_hash = _calibration_hash(model, calibration_hash)
+    call = registry.functions.registerListing(model.hash, uri or f"cvm:{model.hash.hex()}",
+                                              [tensor_spec(s) for s in model.inputs], tensor_spec(model.outputs[0]),
+                                              int(model.gas), calibration_hash)
+    receipt = send(registry.w3, account, call, gas=REGISTER_GAS)
+    return bytes(registry.functions.listingId(model.hash, account.address).call()), receipt

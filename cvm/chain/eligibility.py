@@ -15,19 +15,29 @@ class Eligibility:
     def __init__(self, w3, registry, address: str, min_stake: int, committee_size: int):
         self.w3, self.registry, self.address = w3, registry, address
         self.min_stake, self.committee_size = min_stake, committee_size
-        self._registered_gas: dict[bytes, int] = {}  # model hash -> the gas its author registered
+        self._registered_gas: dict[bytes, int] = {}  # listing id -> the gas its publisher registered
+        self._files: dict[bytes, bytes] = {}  # listing id -> the model hash it lists
 
-    def refusal(self, model: cvm.Model) -> str | None:
-        """None when the operator serves `model`, else the one-line reason it does not. RPC errors
+    def model_file(self, listing: bytes) -> bytes:
+        """The model hash a request's listing (its modelHash) lists: ModelRegistry.modelHashOf, which
+        never changes for a listing of a file."""
+        listing = bytes(listing)
+        if listing not in self._files:
+            self._files[listing] = bytes(self.registry.functions.modelHashOf(listing).call())
+        return self._files[listing]
+
+    def refusal(self, model: cvm.Model, listing: bytes | None = None) -> str | None:
+        """None when the operator serves `model` on `listing` (a registry listing id, the request's
+        modelHash; the model hash by default), else the one-line reason it does not. RPC errors
         propagate (the request is retried)."""
-        h = bytes(model.hash)
+        h = bytes(model.hash if listing is None else listing)
         if h not in self._registered_gas:  # set once at registration
             self._registered_gas[h] = call_struct(self.registry.functions.getModel(h))["gas"]
         if self._registered_gas[h] != model.gas:  # the fee is priced from the registered gas
             return (f"model {h.hex()[:12]} is registered with gas {self._registered_gas[h]}, but its static cost is "
                     f"{model.gas}: not served")
-        try:  # without the trace precompile, disputes need the model's referee commitment, published and right
-            model_commitment.require_served(self.w3, self.registry, model)
+        try:  # the listing's file and specs; without the trace precompile its referee commitment, right
+            model_commitment.require_served(self.w3, self.registry, model, h)
         except model_commitment.RefereeMismatch as e:
             return f"not served: {e}"
         return None

@@ -12,8 +12,9 @@ leaf, and the msgpack prefix of the output commitment (spec section 10: for one 
 hash is keccak256(prefix ++ output bytes)).
 
 The commitment is computed from the model, so it adds nothing to the .cvm format or the model hash:
-the author publishes it once (ModelRegistry.commitReferee) and every operator can recompute and
-check it (`check_published`) before it serves the model.
+a listing's publisher sets it (ModelRegistry.commitReferee, with the honest side's worst-case dispute
+gas, cvm/chain/dispute_cost.py; a change waits ModelRegistry.REFEREE_DELAY) and every operator
+recomputes and checks it (`require_served`) before it serves a request on that listing.
 """
 
 from __future__ import annotations
@@ -185,22 +186,37 @@ def commit(model: cvm.Model) -> Commitment:
     return Commitment(specs, trace.merkle_levels(leaves), len(names), trace.output_leaf(model), output_prefix(model))
 
 
-def publish(w3, registry, author, model: cvm.Model, **kw):
-    """The author's ModelRegistry.commitReferee for a registered model."""
+def publish(w3, registry, author, model: cvm.Model, listing: bytes | None = None, replace: bool = False, **kw):
+    """The publisher's ModelRegistry.commitReferee for a listing of `model` (its author's, id = the
+    model hash, by default), with the worst-case dispute gas; `replace`: proposeReferee instead, a
+    replacement in force after ModelRegistry.REFEREE_DELAY (applyReferee)."""
     from cvm.chain.contracts import send
+    from cvm.chain.dispute_cost import dispute_gas
     c = commit(model)
-    return send(w3, author, registry.functions.commitReferee(model.hash, c.as_tuple()), **kw)
+    fn = registry.functions.proposeReferee if replace else registry.functions.commitReferee
+    return send(w3, author, fn(model.hash if listing is None else listing, c.as_tuple(), dispute_gas(model, c)), **kw)
 
 
-def check_published(registry, model: cvm.Model) -> bool:
-    """Whether the registry holds this model's commitment as recomputed here (an operator's check:
-    a wrong commitment would make the referee judge honest operators wrong). False for a model the
-    referee cannot judge."""
-    try:
-        mine = commit(model)
-    except NotRefereed:
-        return False
-    return tuple(registry.functions.refereeCommitment(model.hash).call()) == mine.as_tuple()
+def _mine(model: cvm.Model) -> tuple[tuple, int] | str:
+    """(commitment tuple, dispute gas) of the model, or why the referee cannot judge it; cached."""
+    key = bytes(model.hash)
+    if key not in _MINE:
+        from cvm.chain.dispute_cost import dispute_gas
+        try:
+            c = commit(model)
+            _MINE[key] = (c.as_tuple(), dispute_gas(model, c))
+        except NotRefereed as e:
+            _MINE[key] = str(e)
+    return _MINE[key]
+
+
+def check_published(registry, model: cvm.Model, listing: bytes | None = None) -> bool:
+    """Whether the listing (the author's by default) holds this model's commitment as recomputed here
+    (an operator's check: a wrong commitment would make the referee judge honest operators wrong).
+    False for a model the referee cannot judge."""
+    mine = _mine(model)
+    listing = model.hash if listing is None else listing
+    return not isinstance(mine, str) and tuple(registry.functions.refereeCommitment(listing).call()) == mine[0]
 
 
 def has_trace_precompile(w3, model_hash: bytes) -> bool:
@@ -214,38 +230,47 @@ def has_trace_precompile(w3, model_hash: bytes) -> bool:
     return len(ret) == 64
 
 
-_SERVED: set[tuple[str, bytes]] = set()  # (registry, model hash) that passed: a commitment is set once, never changed
+_MINE: dict[bytes, tuple[tuple, int] | str] = {}  # model hash -> its commitment and dispute gas (a pure function)
 
 
-def require_served(w3, registry, model: cvm.Model) -> None:
-    """An operator's check before it serves a model: on a chain without the trace precompile the
-    registry must hold exactly this model's referee commitment, or a dispute could not be judged (none
-    published: no dispute can start, so a colluding majority goes unchallenged; a wrong one: the
-    referee judges honest operators wrong); and on every chain, for a model with several inputs, the
-    registered input specs must be the model's (DisputeGame takes each input leaf's slice of the
-    request by them). Raises RefereeMismatch with a one-line reason. A pass is
-    remembered per registry and model, so the node may call this on every request."""
-    key = (registry.address, bytes(model.hash))
-    if key in _SERVED:
+def require_served(w3, registry, model: cvm.Model, listing: bytes | None = None) -> None:
+    """An operator's check before it serves a request on `listing` (a ModelRegistry listing id; the
+    author's, the model hash, by default). On every chain the listing must list this model's file
+    (`modelHashOf`) with the model's input and output specs (DisputeGame takes each input leaf's slice
+    of the request by them). On a chain without the trace precompile it must hold exactly this model's
+    referee commitment (none: no dispute can start, so a colluding majority goes unchallenged; a wrong
+    one: the referee judges honest operators wrong) with a dispute gas at least the model's worst case
+    (`dispute_cost.dispute_gas`: the bonds it prices must cover an honest dispute), and a replacement
+    proposed for them (`proposeReferee`) must be right too, since it comes into force while requests
+    taken now may still be disputed. Raises RefereeMismatch with a one-line reason. A few calls, the
+    commitment computed once per model: the node calls this for every request."""
+    from cvm.chain.contracts import call_struct, tensor_spec
+    listing = bytes(model.hash if listing is None else listing)
+    short = listing.hex()[:12]
+    if bytes(registry.functions.modelHashOf(listing).call()) != bytes(model.hash):
+        raise RefereeMismatch(f"listing {short} does not list model {model.hash.hex()[:12]}")
+    m = call_struct(registry.functions.getModel(listing))
+    extra = registry.functions.extraInputs(listing).call()
+    registered = [tuple(m["input"])] + [tuple(s) for s in extra] + [tuple(m["output"])]
+    if [(list(shape), bits) for shape, bits in registered] != [tensor_spec(s) for s in (*model.inputs, *model.outputs)]:
+        raise RefereeMismatch(f"listing {short}: the registry's input specs are not the model's inputs or its output "
+                              f"spec not its output, so a dispute would cut the request's input into the wrong leaves")
+    if has_trace_precompile(w3, model.hash):
         return
-    short = model.hash.hex()[:12]
-    if len(model.inputs) > 1:  # DisputeGame cuts the request's input into the trace's input leaves by these
-        from cvm.chain.contracts import call_struct, tensor_spec
-        first = call_struct(registry.functions.getModel(model.hash))["input"]
-        registered = [first] + [tuple(s) for s in registry.functions.extraInputs(model.hash).call()]
-        if [(list(shape), bits) for shape, bits in registered] != [tensor_spec(s) for s in model.inputs]:
-            raise RefereeMismatch(f"model {short}: the registry's input specs are not the model's inputs, so a "
-                                  f"dispute would cut the request's input into the wrong input leaves")
-    if not has_trace_precompile(w3, model.hash):
-        on_chain = tuple(registry.functions.refereeCommitment(model.hash).call())
-        try:
-            mine = commit(model).as_tuple()
-        except NotRefereed as e:
-            raise RefereeMismatch(f"model {short} cannot be refereed on this chain (no trace precompile): {e}") from None
-        if on_chain[0] == bytes(32):
-            raise RefereeMismatch(f"model {short} has no referee commitment in the registry (its author's "
-                                  f"commitReferee): a dispute about it could not start on this chain")
-        if on_chain != mine:
-            raise RefereeMismatch(f"model {short}: the registry's referee commitment (root "
-                                  f"{bytes(on_chain[0]).hex()[:12]}) is not the model's (root {mine[0].hex()[:12]})")
-    _SERVED.add(key)
+    mine = _mine(model)
+    if isinstance(mine, str):
+        raise RefereeMismatch(f"model {short} cannot be refereed on this chain (no trace precompile): {mine}")
+    on_chain = tuple(registry.functions.refereeCommitment(listing).call())
+    if on_chain[0] == bytes(32):
+        raise RefereeMismatch(f"listing {short} has no referee commitment in the registry (its publisher's "
+                              f"commitReferee): a dispute about it could not start on this chain")
+    if on_chain != mine[0]:
+        raise RefereeMismatch(f"listing {short}: the registry's referee commitment (root "
+                              f"{bytes(on_chain[0]).hex()[:12]}) is not the model's (root {mine[0][0].hex()[:12]})")
+    if registry.functions.disputeGas(listing).call() < mine[1]:
+        raise RefereeMismatch(f"listing {short}: its dispute gas {registry.functions.disputeGas(listing).call():,} is "
+                              f"below the model's worst case {mine[1]:,}, so bonds would not cover an honest dispute")
+    pending, pending_gas, effective_at = registry.functions.pendingReferee(listing).call()
+    if effective_at and (tuple(pending) != mine[0] or pending_gas < mine[1]):
+        raise RefereeMismatch(f"listing {short}: a wrong referee commitment (root {bytes(pending[0]).hex()[:12]}) or "
+                              f"dispute gas is proposed to replace the right one at {effective_at}: not served")

@@ -329,11 +329,11 @@ class Operator(JobDB):
         """Runs the model and stores output, output hash and a fresh salt: before any commit.
         A model that cannot be loaded or run, whatever it raises, refuses the request."""
         try:
-            model = self.store.get(job.model_hash)
+            model = self.store.get(self.eligibility.model_file(job.model_hash))
         except Exception as e:  # StoreError, or anything a bug in loading raises
             self._refuse(job, e)
             return False
-        if (reason := self.eligibility.refusal(model)) is not None:  # RPC errors: retried
+        if (reason := self.eligibility.refusal(model, job.model_hash)) is not None:  # RPC errors: retried
             self._done(job, reason, logging.ERROR)
             return False
         try:  # the output from the node's backend, the trace from the reference interpreter: they must agree
@@ -364,7 +364,7 @@ class Operator(JobDB):
     def trace(self, job: Job, model: cvm.Model | None = None) -> Trace:
         """The request's whole run (reference interpreter), kept in memory for its disputes."""
         if job.request_id not in self._traces:
-            model = model or self.store.get(job.model_hash)
+            model = model or self.store.get(self.eligibility.model_file(job.model_hash))
             self._traces[job.request_id] = run_trace(model, model.decode_input(job.input))
         return self._traces[job.request_id]
 

@@ -163,10 +163,11 @@ def game(anvil_chain, built) -> Game:
     return Game(w3, dep, consumer, deployer, (liar_a, liar_b), honest, player)
 
 
-def play(game: Game, model, x, index: int, salts) -> tuple[dict, list, dict]:
-    """A request whose two colluders reveal a trace forged at leaf `index`; the honest operator
-    disputes one of them and both play until the game resolves. The dispute, the moves, and the
-    DisputeResolved event's arguments with the resolving transaction's gas."""
+def play(game: Game, model, x, index: int, salts, model_id: bytes | None = None) -> tuple[dict, list, dict]:
+    """A request (on the listing `model_id`, the model hash by default) whose two colluders reveal a
+    trace forged at leaf `index`; the honest operator disputes one of them and both play until the game
+    resolves. The dispute, the moves, and the DisputeResolved event's arguments with the resolving
+    transaction's gas."""
     w3, oracle, (liar_a, liar_b), honest, player = game.w3, game.dep.oracle, game.liars, game.honest, game.player
     true_trace = run_trace(model, x)
     fake = forged_at(true_trace, index)
@@ -174,8 +175,9 @@ def play(game: Game, model, x, index: int, salts) -> tuple[dict, list, dict]:
     for op in plays:  # each operator back at STAKE of the 3 * STAKE staked: drawn with certainty
         if game.stake(op) < STAKE:
             send(w3, op, oracle.functions.stake(), value=STAKE - game.stake(op))
-    r = send(w3, player, game.consumer.functions.requestWithWindow(model.hash, model.encode_input(x), WINDOW),
-             value=oracle.functions.feeFor(model.hash).call(), gas=2_000_000)
+    model_id = model.hash if model_id is None else model_id
+    r = send(w3, player, game.consumer.functions.requestWithWindow(model_id, model.encode_input(x), WINDOW),
+             value=oracle.functions.feeFor(model_id).call(), gas=2_000_000)
     rid = oracle.events.InferenceRequested().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
     for (op, t), salt in zip(plays.items(), salts):
         c = claim_of(model, t)
@@ -259,7 +261,7 @@ def test_the_node_refuses_a_model_whose_commitment_is_missing_or_wrong(game, bui
     register_model(registry, game.deployer, other)
     with pytest.raises(mc.RefereeMismatch, match=r"has no referee commitment in the registry"):
         mc.require_served(game.w3, registry, other)
-    send(game.w3, game.deployer, registry.functions.commitReferee(other.hash, mc.commit(model).as_tuple()))
+    send(game.w3, game.deployer, registry.functions.commitReferee(other.hash, mc.commit(model).as_tuple(), 0))
     with pytest.raises(mc.RefereeMismatch, match=r"the registry's referee commitment \(root [0-9a-f]{12}\) is not "
                                                  r"the model's") as info:
         mc.require_served(game.w3, registry, other)
