@@ -9,6 +9,7 @@ the suite runs on busy machines too.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -58,7 +59,7 @@ class Processes:
         """Starts argv with stdout and stderr to `log` (appended), in a new process group."""
         with open(log, "a") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-                                    start_new_session=True, **kw)
+                                    start_new_session=True, preexec_fn=die_with_parent, **kw)
         self.procs.append(proc)
         return proc
 
@@ -83,6 +84,15 @@ class Processes:
                 p.terminate()
         for p in self.procs:
             self.stop(p)
+
+
+def die_with_parent() -> None:
+    """In a child before exec (Popen's preexec_fn): SIGTERM when the process that started it dies, even
+    by SIGKILL (Linux prctl PR_SET_PDEATHSIG), so a pytest killed from outside leaves nothing running."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the session check remains
+        pass
 
 
 def kill_group(pgid: int) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from chainkit import BACKEND, ROOT
-from testprocs import Processes
+from testprocs import Processes, die_with_parent
 from eth_account import Account
 from web3 import Web3
 from web3.logs import DISCARD
@@ -66,7 +66,8 @@ def running_anvil(tmp_path, *extra: str):
         proc = subprocess.Popen(
             [str(anvil_binary()), "--host", "127.0.0.1", "--port", str(port), "--hardfork", "prague",
              "--mnemonic", MNEMONIC, "--accounts", "10", "--chain-id", "31337", *extra],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent)
     url = f"http://127.0.0.1:{port}"
     w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 10}))
     try:
