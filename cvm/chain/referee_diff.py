@@ -3,7 +3,8 @@ interpreter: random instances of every op the referee supports, in every opset t
 each run by the reference interpreter on its one-node graph (a clip in front where an index or a
 divisor must be proven in range) and by the referee on the embedded chain, element by element.
 
-    python -m cvm.chain.referee_diff --cases 1000 --seed 27        # per op; prints the figures
+    python -m cvm.chain.referee_diff --cases 500 --seed 27     # CI's instances (per op); prints the figures
+    python -m cvm.chain.referee_diff --cases 5000 --seed 1     # the documented long run
 
 An instance is built from (seed, op, case) alone (cvm/chain/referee_cases.py), so a difference
 printed here is replayed with `--ops OP --first CASE --cases 1`. The referee runs through
@@ -221,7 +222,7 @@ def run_op(harness: Harness, op: str, cases: int, seed: int, first: int = 0, bat
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m cvm.chain.referee_diff", description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", type=int, default=1000, help="instances per op (default 1000)")
+    p.add_argument("--cases", type=int, default=500, help="instances per op (default 500, as CI)")
     p.add_argument("--seed", type=int, default=27)
     p.add_argument("--first", type=int, default=0, help="number of the first instance (to replay one)")
     p.add_argument("--ops", default=",".join(REFEREE_OPS), help="comma-separated ops (default: every refereed op)")

@@ -30,7 +30,7 @@ from cvm.values import storage_dtype
 
 pytestmark = pytest.mark.chain
 SEED = 27
-CASES = 1000  # per op; docs/chain.md gives the time of the run and the long run's figures
+CASES = 500  # per op; docs/chain.md gives the time of the run and the long run's figures
 
 
 @pytest.fixture(scope="module")
