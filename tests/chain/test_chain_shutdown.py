@@ -1,11 +1,14 @@
 """The long-running processes stop on the first SIGTERM, whatever they are doing, and a restart resumes
-from SQLite: a `python -m cvm.chain.node` stopped while idle and then at every step of a request
-(computing, committing, waiting for a receipt, revealing) finishes the request with one commit and one
-reveal; a `python -m cvm.chain.batch_node` stopped while it retries a dead chain, and its relay."""
+from SQLite: a `python -m cvm.chain.node` stopped while idle and then after every step of a request
+(anvil mines a block only between two runs, so each run stops with its transaction pending)
+finishes the request with no transaction sent twice; a `python -m cvm.chain.batch_node` stopped while
+it retries a dead chain, and its relay."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
 import sys
 
 import numpy as np
@@ -18,7 +21,7 @@ from testprocs import wait_for, wait_for_line
 from cvm.chain import model_commitment
 from cvm.chain.batch import deploy_batched_oracle
 from cvm.chain.contracts import OracleConfig, deploy_oracle, register_model, send
-from cvm.chain.states import Status
+from cvm.chain.states import COMMITTED, REVEALED, Status
 from cvm.chain.store import ModelStore
 
 pytestmark = [pytest.mark.chain, pytest.mark.anvil]
@@ -26,6 +29,8 @@ pytestmark = [pytest.mark.chain, pytest.mark.anvil]
 QUICK = 20.0  # seconds from SIGTERM to exit: shutdown.GRACE (5 s) and a loaded machine's slack
 CONFIG = OracleConfig(quorum=1, committee_size=1, commit_window=600, reveal_window=600, withdrawal_delay=86_400)
 STEP = re.compile(r"request \d+: ")  # a node's log line for one step of a request
+PAST = {COMMITTED: CONFIG.commit_window + 1,  # a state's wait in chain time: past it, the node moves on
+        REVEALED: CONFIG.reveal_window + CONFIG.max_challenge_window + 1}
 MAX_RUNS = 12  # a request takes about 8 steps: one run each, and some to spare
 
 
@@ -64,6 +69,8 @@ def test_a_node_stops_at_every_step_and_resumes_from_sqlite(tmp_path, processes)
         stop_quickly(processes, proc, log)
 
         rid = request(w3, dep.oracle, player, model, np.array([[5, -3, 7, 1]], dtype=np.int8))
+        advanced, db = set(), tmp_path / "node.sqlite"
+        w3.provider.make_request("evm_setAutomine", [False])  # blocks when the test says: a step per run
         for run in range(1, MAX_RUNS + 1):  # stopped at its first step of each run
             log = tmp_path / f"node.{run}.log"
             proc = processes.start(argv, log, env, cwd=ROOT)
@@ -71,10 +78,27 @@ def test_a_node_stops_at_every_step_and_resumes_from_sqlite(tmp_path, processes)
             stop_quickly(processes, proc, log)
             if "done:" in log.read_text():
                 break
+            state = query(db, "SELECT state FROM requests WHERE request_id = ?", rid)[0][0]
+            wait = PAST.get(state, 1) if state not in advanced else 1  # past what the protocol waits for
+            advanced.add(state)
+            advance(w3, wait)  # one block: the transaction the node left pending is mined now
         logs = "".join(p.read_text() for p in sorted(tmp_path.glob("node.*.log")))
         assert "done: finalised with our output" in logs, logs[-6000:]
         assert dep.oracle.functions.statusOf(rid).call() == Status.FINALIZED
-        assert w3.eth.get_transaction_count(operator.address) == 3, logs[-6000:]  # stake, commit, reveal: none twice
+        mined = [kind for kind, in query(db, "SELECT kind FROM txs WHERE state = 'mined' ORDER BY nonce")]
+        assert mined[:2] == ["commit", "reveal"] and len(set(mined)) == len(mined), mined  # none sent twice
+        assert w3.eth.get_transaction_count(operator.address) == 1 + len(mined), logs[-6000:]  # the stake, then these
+
+
+def query(db, sql: str, *args) -> list[tuple]:
+    """The stopped node's SQLite rows (the node keeps its whole state there)."""
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        return c.execute(sql, args).fetchall()
+
+
+def advance(w3, seconds: int) -> None:
+    w3.provider.make_request("evm_increaseTime", [seconds])
+    w3.provider.make_request("evm_mine", [])
 
 
 def request(w3, oracle, player, model, x) -> int:
