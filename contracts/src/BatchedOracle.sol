@@ -32,6 +32,7 @@ contract BatchedOracle is OracleCore {
         address callback;
         uint128 fee;
         uint128 totalStake; // drawable stake when the request was made
+        uint128 bond; // locked per seat, taken per offence (bondFor: priced from the model's dispute gas)
         uint64 requestBlock; // its blockhash seeds the draw
         uint64 commitDeadline; // the reveal deadline is commitDeadline + revealWindow
         uint64 challengeWindow;
@@ -70,6 +71,7 @@ contract BatchedOracle is OracleCore {
     struct Disputes {
         uint8 open;
         uint8 opened;
+        uint128 bond; // the round's bond, for slashing when the game reports (it passes no round)
     }
 
     bytes32 private constant COMMIT_TYPEHASH = keccak256("Commit(uint256 requestId,bytes32 commitment)");
@@ -84,19 +86,19 @@ contract BatchedOracle is OracleCore {
     mapping(uint256 => Disputes) public disputesOf;
     /// The revealers of each disputed vote, recorded when the dispute opens: the game's verdict slashes them.
     mapping(uint256 => mapping(bytes32 => address[])) private _voters;
-    mapping(uint256 => mapping(address => bool)) public slashedIn; // request -> operator -> its bond taken
     mapping(uint256 => Refund) private _refunds; // expired requests: whose fee was credited back
 
     /// The request being called back, for `requesterOf` (the consumer's check) during its callback.
     uint256 private transient _callingBack;
     address private transient _callingBackRequester;
 
-    /// The new round, packed (`_packed`): 172 bytes, then 20 per committer and 32 per word. Less than
+    /// The new round, packed (`_packed`): 188 bytes, then 20 per committer and 32 per word. Less than
     /// half of its ABI encoding, and log data costs 8 gas a byte.
     event RoundUpdated(uint256 indexed requestId, bytes round);
 
     error StaleRound(uint256 requestId);
     error BadSignature(uint256 index);
+
 
     constructor(ModelRegistry registry_, Referee referee_, Config memory c) OracleCore(registry_, referee_, c) {}
 
@@ -120,6 +122,7 @@ contract BatchedOracle is OracleCore {
         r.callback = callback;
         r.fee = uint128(msg.value);
         r.totalStake = uint128(totalStake);
+        r.bond = bondFor(modelHash);
         r.requestBlock = uint64(block.number);
         r.commitDeadline = uint64(block.timestamp + commitWindow);
         r.challengeWindow = window;
@@ -194,7 +197,7 @@ contract BatchedOracle is OracleCore {
         if (r.status != Status.Pending) revert RequestNotPending(requestId);
         if (block.timestamp > r.commitDeadline) revert CommitPhaseOver(requestId);
         uint256 index = r.committers.length;
-        if (index >= committeeSize) revert CommitteeFull(requestId);
+        if (index >= MAX_COMMITTEE) revert CommitteeFull(requestId);
         if (commitment == bytes32(0)) revert EmptyCommitment();
         for (uint256 j = 0; j < index; j++) {
             if (r.committers[j] == operator) revert AlreadyCommitted(requestId, operator);
@@ -202,8 +205,8 @@ contract BatchedOracle is OracleCore {
         if (!isOperator(operator)) revert NotOperator(operator);
         if (!_drawn(seed, r.requestBlock, r.totalStake, operator)) revert NotDrawn(requestId, operator);
         Operator storage op = _operators[operator];
-        if (op.stake - op.locked < slashAmount) revert InsufficientFreeStake(op.stake - op.locked, slashAmount);
-        op.locked += slashAmount;
+        if (op.stake - op.locked < r.bond) revert InsufficientFreeStake(op.stake - op.locked, r.bond);
+        op.locked += r.bond;
 
         address[] memory cs = r.committers;
         bytes32[] memory ws = r.words;
@@ -214,7 +217,6 @@ contract BatchedOracle is OracleCore {
         cs[index] = operator;
         ws[index] = commitment;
         r.bondedMask |= uint16(1 << index); // no Committed event: RoundUpdated lists the committers
-        if (index + 1 == committeeSize) emit RevealPhaseOpened(requestId);
     }
 
     // ---------------------------------------------------------------- reveals
@@ -229,9 +231,7 @@ contract BatchedOracle is OracleCore {
     {
         Round memory r = _load(requestId, round);
         if (r.status == Status.Expired) revert RequestNotPending(requestId);
-        if (r.committers.length < committeeSize && block.timestamp <= r.commitDeadline) {
-            revert RevealPhaseNotOpen(requestId);
-        }
+        if (block.timestamp <= r.commitDeadline) revert RevealPhaseNotOpen(requestId); // seating is open
         if (block.timestamp > uint256(r.commitDeadline) + revealWindow) revert RevealPhaseOver(requestId);
         if (output.length != r.outputBytes) revert WrongOutputLength(output.length, r.outputBytes);
         bytes32 outputKeccak = keccak256(output);
@@ -243,7 +243,8 @@ contract BatchedOracle is OracleCore {
             (uint256 i, bytes32 vote) = _open(requestId, r, openings[o], outputKeccak);
             if (result != bytes32(0)) {
                 if (vote == result) _release(r, i);
-            } else if (finalVote == bytes32(0) && r.challengeWindow == 0 && _votes(r, vote) == quorum) {
+            } else if (finalVote == bytes32(0) && r.challengeWindow == 0 && _votes(r, vote) == _threshold(r.committers.length)
+                && !refuted[requestId][vote]) {
                 (finalVote, finalHash) = (vote, openings[o].outputHash);
             }
         }
@@ -262,7 +263,7 @@ contract BatchedOracle is OracleCore {
         i = _seat(requestId, r, p.operator);
         uint16 bit = uint16(1 << i);
         if (r.revealedMask & bit != 0) revert AlreadyRevealed(requestId, p.operator);
-        if (commitmentFor(requestId, p.outputHash, p.traceRoot, p.salt, p.operator) != r.words[i]) {
+        if (commitmentFor(requestId, p.outputHash, outputKeccak, p.traceRoot, p.salt, p.operator) != r.words[i]) {
             revert CommitmentMismatch(requestId, p.operator);
         }
         vote = keccak256(abi.encode(p.outputHash, outputKeccak, p.traceRoot));
@@ -315,21 +316,50 @@ contract BatchedOracle is OracleCore {
     function openDispute(uint256 requestId, Round calldata round, address defender, DisputeGame.Claim calldata mine,
         DisputeGame.Claim calldata theirs) external returns (uint256 disputeId) {
         Round memory r = _load(requestId, round);
+        bytes32 voteC = _claimedVote(requestId, r, msg.sender, mine);
+        return _startDispute(requestId, r, defender, voteC, mine, theirs);
+    }
+
+    /// The optimistic path: any active staked operator without a seat in the request challenges a
+    /// revealed vote until the reveal deadline plus the challenge window, by locking the round's bond
+    /// and claiming its own output and trace (`mine`). Its vote then stands beside the committee's:
+    /// if the game proves the defender's vote wrong, the challenger's can finalise (`finalize`) and
+    /// earns the fee; if it proves the challenger's wrong, the challenger is slashed like a revealer.
+    /// One bond per game: an operator may challenge several revealers at once.
+    function challenge(uint256 requestId, Round calldata round, address defender, DisputeGame.Claim calldata mine,
+        DisputeGame.Claim calldata theirs) external nonReentrant returns (uint256 disputeId) {
+        Round memory r = _load(requestId, round);
+        for (uint256 i = 0; i < r.committers.length; i++) {
+            if (r.committers[i] == msg.sender) revert SeatedOperator(requestId, msg.sender);
+        }
+        bytes32 voteC = _voteOf(mine);
+        _lockChallengeBond(requestId, _disputeKey(voteC, _claimedVote(requestId, r, defender, theirs), msg.sender,
+            defender), r.bond);
+        disputeId = _startDispute(requestId, r, defender, voteC, mine, theirs);
+        _voters[requestId][voteC].push(msg.sender); // after the committee's revealers of it (_recordVoters)
+        _outsideVotes[requestId].push(voteC);
+    }
+
+    /// What both kinds of dispute share: the window, the votes' checks, the voters' record, the game.
+    /// One dispute per (vote pair, challenger, defender): a game lost by a timeout leaves the votes
+    /// to be disputed again by others (`resolveDispute`).
+    function _startDispute(uint256 requestId, Round memory r, address defender, bytes32 voteC,
+        DisputeGame.Claim calldata mine, DisputeGame.Claim calldata theirs) private returns (uint256 disputeId) {
         if (r.status == Status.Expired) revert RequestNotPending(requestId);
         if (block.timestamp > uint256(r.commitDeadline) + revealWindow + r.challengeWindow) {
             revert DisputeWindowOver(requestId);
         }
-        bytes32 voteC = _claimedVote(requestId, r, msg.sender, mine);
         bytes32 voteD = _claimedVote(requestId, r, defender, theirs);
         if (voteC == voteD) revert SameVote();
         if (refuted[requestId][voteC]) revert VoteAlreadyRefuted(voteC);
         if (refuted[requestId][voteD]) revert VoteAlreadyRefuted(voteD);
-        bytes32 pair = voteC < voteD ? keccak256(abi.encode(voteC, voteD)) : keccak256(abi.encode(voteD, voteC));
-        if (disputed[requestId][pair]) revert AlreadyDisputed(requestId);
-        disputed[requestId][pair] = true;
+        bytes32 key = _disputeKey(voteC, voteD, msg.sender, defender);
+        if (disputed[requestId][key]) revert AlreadyDisputed(requestId);
+        disputed[requestId][key] = true;
         Disputes storage d = disputesOf[requestId];
         d.open += 1;
         d.opened = 1;
+        d.bond = r.bond;
         _recordVoters(requestId, r, voteC);
         _recordVoters(requestId, r, voteD);
         disputeId = disputeGame.start(
@@ -338,14 +368,28 @@ contract BatchedOracle is OracleCore {
         emit DisputeOpened(requestId, disputeId, msg.sender, defender);
     }
 
-    /// The game's verdict (the interface DisputeGame calls on every oracle): each refuted vote's
-    /// revealers are slashed, half of it to the winner.
+    /// The game's verdict (the interface DisputeGame calls on every oracle). A verdict proven by
+    /// re-execution refutes each wrong vote and slashes all its revealers (and challengers), half to
+    /// the winner. A timeout proves nothing about a vote: the player that missed its move is slashed,
+    /// and its vote is refuted only once none of its voters is left unslashed, so nobody can refute
+    /// an honest vote by claiming it and then losing on purpose. An outside challenger's bond is
+    /// released when its game ends.
     function resolveDispute(uint256 requestId, address challenger, address defender, bytes32 voteC, bytes32 voteD,
-        bool challengerWrong, bool defenderWrong) external {
+        bool challengerWrong, bool defenderWrong, bool proven) external {
         if (msg.sender != address(disputeGame)) revert NotDisputeGame(msg.sender);
-        disputesOf[requestId].open -= 1;
-        if (challengerWrong) _refute(requestId, voteC, defenderWrong ? address(0) : defender);
-        if (defenderWrong) _refute(requestId, voteD, challengerWrong ? address(0) : challenger);
+        Disputes storage d = disputesOf[requestId];
+        d.open -= 1;
+        uint128 bond = d.bond;
+        bytes32 key = _disputeKey(voteC, voteD, challenger, defender);
+        if (proven) {
+            if (challengerWrong) _refute(requestId, voteC, defenderWrong ? address(0) : defender, bond);
+            if (defenderWrong) _refute(requestId, voteD, challengerWrong ? address(0) : challenger, bond);
+        } else {
+            disputed[requestId][key] = false;
+            if (challengerWrong) _forfeit(requestId, challenger, voteC, defenderWrong ? address(0) : defender, bond);
+            if (defenderWrong) _forfeit(requestId, defender, voteD, challengerWrong ? address(0) : challenger, bond);
+        }
+        _releaseChallengeBond(requestId, key, challenger);
     }
 
     // ---------------------------------------------------------------- views
@@ -398,12 +442,12 @@ contract BatchedOracle is OracleCore {
         emit RoundUpdated(requestId, _packed(r));
     }
 
-    /// modelHash, inputHash (32 each), requester, callback (20), fee, totalStake (16), requestBlock,
+    /// modelHash, inputHash (32 each), requester, callback (20), fee, totalStake, bond (16), requestBlock,
     /// commitDeadline, challengeWindow (8), outputBytes (4), status, settled (1), revealedMask,
     /// bondedMask, agreedMask (2), the committer count (1), then the committers (20 each) and the
     /// words (32 each); big-endian (cvm/chain/batch.py `unpack_round`).
     function _packed(Round memory r) private pure returns (bytes memory out) {
-        out = abi.encodePacked(r.modelHash, r.inputHash, r.requester, r.callback, r.fee, r.totalStake);
+        out = abi.encodePacked(r.modelHash, r.inputHash, r.requester, r.callback, r.fee, r.totalStake, r.bond);
         out = abi.encodePacked(out, r.requestBlock, r.commitDeadline, r.challengeWindow, r.outputBytes,
             uint8(r.status), r.settled);
         uint256 n = r.committers.length;
@@ -439,9 +483,13 @@ contract BatchedOracle is OracleCore {
         return r.words[i];
     }
 
+    /// The one unrefuted vote among the committee's reveals and the outside challengers' claims, or
+    /// zero when there is none or more than one.
     function _survivor(uint256 requestId, Round memory r) private view returns (bytes32 found) {
-        for (uint256 i = 0; i < r.committers.length; i++) {
-            bytes32 v = _voteAt(r, i);
+        bytes32[] storage outside = _outsideVotes[requestId];
+        uint256 n = r.committers.length;
+        for (uint256 i = 0; i < n + outside.length; i++) {
+            bytes32 v = i < n ? _voteAt(r, i) : outside[i - n];
             if (v == bytes32(0) || refuted[requestId][v]) continue;
             if (found != bytes32(0) && found != v) return bytes32(0);
             found = v;
@@ -484,18 +532,22 @@ contract BatchedOracle is OracleCore {
     {
         r.status = Status.Finalized;
         uint256 fee = r.fee;
-        uint256 callbackPay = uint256(operatorGasPrice) * callbackGasLimit;
+        uint256 callbackPay = _isSeated(r, msg.sender) ? uint256(operatorGasPrice) * callbackGasLimit : 0;
         if (callbackPay > fee) callbackPay = fee;
-        _credit(msg.sender, callbackPay);
+        if (callbackPay != 0) _credit(msg.sender, callbackPay); // only a member is refunded the callback's gas
         uint256 payees = _votes(r, vote);
-        uint256 share = (fee - callbackPay) / payees;
-        uint256 remainder = (fee - callbackPay) - share * payees;
-        for (uint256 i = 0; i < r.committers.length; i++) {
-            if (_voteAt(r, i) != vote) continue;
-            r.agreedMask |= uint16(1 << i);
-            _release(r, i);
-            _credit(r.committers[i], share + remainder);
-            remainder = 0;
+        if (payees == 0) {
+            _payChallengers(requestId, vote, fee - callbackPay);
+        } else {
+            uint256 share = (fee - callbackPay) / payees;
+            uint256 remainder = (fee - callbackPay) - share * payees;
+            for (uint256 i = 0; i < r.committers.length; i++) {
+                if (_voteAt(r, i) != vote) continue;
+                r.agreedMask |= uint16(1 << i);
+                _release(r, i);
+                _credit(r.committers[i], share + remainder);
+                remainder = 0;
+            }
         }
         _store(requestId, r);
         emit Finalized(requestId, outputHash, output);
@@ -506,6 +558,19 @@ contract BatchedOracle is OracleCore {
         }
     }
 
+    /// A result that only outside challengers voted for (the committee's votes all refuted): they share
+    /// the fee (the vote's list holds only them: no committer revealed it).
+    function _payChallengers(uint256 requestId, bytes32 vote, uint256 amount) private {
+        _share(_voters[requestId][vote], amount);
+    }
+
+    function _isSeated(Round memory r, address account) private pure returns (bool) {
+        for (uint256 i = 0; i < r.committers.length; i++) {
+            if (r.committers[i] == account) return true;
+        }
+        return false;
+    }
+
     /// At settle or finalize: committers that never revealed are slashed, the others' bonds released;
     /// after a dispute, a revealer of a refuted vote whom the verdict did not reach is slashed too.
     function _closeBonds(uint256 requestId, Round memory r) private {
@@ -514,20 +579,31 @@ contract BatchedOracle is OracleCore {
             address op = r.committers[i];
             _release(r, i);
             if (r.revealedMask & (1 << i) == 0) {
-                _slash(requestId, op, SlashReason.MissedReveal, address(0));
+                _slashOnce(requestId, op, SlashReason.MissedReveal, address(0), r.bond);
             } else if (disputedRound && refuted[requestId][r.words[i]]) {
-                _slash(requestId, op, SlashReason.WrongResult, address(0));
+                _slashOnce(requestId, op, SlashReason.WrongResult, address(0), r.bond);
             }
         }
     }
 
-    function _refute(uint256 requestId, bytes32 vote, address winner) private {
+    function _refute(uint256 requestId, bytes32 vote, address winner, uint128 bond) private {
         refuted[requestId][vote] = true;
         emit VoteRefuted(requestId, vote);
         address[] storage list = _voters[requestId][vote];
         for (uint256 i = 0; i < list.length; i++) {
-            _slash(requestId, list[i], SlashReason.WrongResult, winner);
+            _slashOnce(requestId, list[i], SlashReason.WrongResult, winner, bond);
         }
+    }
+
+    /// A player that missed a move: slashed alone; its vote refuted once all of its voters are.
+    function _forfeit(uint256 requestId, address player, bytes32 vote, address winner, uint128 bond) private {
+        _slashOnce(requestId, player, SlashReason.MissedMove, winner, bond);
+        address[] storage list = _voters[requestId][vote];
+        for (uint256 i = 0; i < list.length; i++) {
+            if (!slashedIn[requestId][list[i]]) return;
+        }
+        refuted[requestId][vote] = true;
+        emit VoteRefuted(requestId, vote);
     }
 
     /// Frees seat i's bond. A slash may have cut `locked` down to the stake: it never goes below zero.
@@ -537,21 +613,6 @@ contract BatchedOracle is OracleCore {
         r.bondedMask &= ~bit;
         Operator storage op = _operators[r.committers[i]];
         uint128 locked = op.locked;
-        op.locked = locked > slashAmount ? locked - slashAmount : 0;
-    }
-
-    /// Takes the bond (or what is left of the stake) once per request and operator: half to `winner`
-    /// when there is one, the rest to the treasury. Its bond stays locked until the round releases it.
-    function _slash(uint256 requestId, address operator, SlashReason reason, address winner) private {
-        if (slashedIn[requestId][operator]) return;
-        slashedIn[requestId][operator] = true;
-        Operator storage op = _operators[operator];
-        uint128 amount = op.stake < slashAmount ? op.stake : slashAmount;
-        _setStake(op, op.stake - amount);
-        if (op.locked > op.stake) op.locked = op.stake;
-        uint256 reward = winner == address(0) ? 0 : amount / 2;
-        if (reward != 0) _credit(winner, reward);
-        _credit(treasury, amount - reward);
-        emit Slashed(requestId, operator, amount, reason);
+        op.locked = locked > r.bond ? locked - r.bond : 0;
     }
 }

@@ -9,8 +9,10 @@ import {RefereeMerkle} from "./RefereeMerkle.sol";
 interface IDisputeOracle {
     function registry() external view returns (ModelRegistry);
 
+    /// `proven`: the verdict came from re-execution (a step, an element or the output); false when a
+    /// player missed a move's deadline, which proves nothing about its vote.
     function resolveDispute(uint256 requestId, address challenger, address defender, bytes32 voteC, bytes32 voteD,
-        bool challengerWrong, bool defenderWrong) external;
+        bool challengerWrong, bool defenderWrong, bool proven) external;
 }
 
 /// @title DisputeGame
@@ -272,7 +274,7 @@ contract DisputeGame {
             }
             correct = out;
         }
-        _finish(id, d, d.nodeC != correct, d.nodeD != correct);
+        _finish(id, d, d.nodeC != correct, d.nodeD != correct, true);
     }
 
     /// Referee, Step phase: proves the disputed node's spec against the model's referee commitment
@@ -321,7 +323,7 @@ contract DisputeGame {
             }
         }
         _finish(id, d, RefereeMerkle.element(d.nodeC, j, size) != correct,
-            RefereeMerkle.element(d.nodeD, j, size) != correct);
+            RefereeMerkle.element(d.nodeD, j, size) != correct, true);
     }
 
     /// Same trace root, different votes: proves the output leaf and computes the output hash (by the
@@ -334,7 +336,7 @@ contract DisputeGame {
             ? keccak256(abi.encodePacked(IDisputeOracle(oracle).registry().refereeCommitment(d.modelHash).outputPrefix, output))
             : ICVMTrace.outputHash(IDisputeOracle(oracle).registry().modelHashOf(d.modelHash), output);
         _finish(id, d, d.claimC.outputKeccak != k || d.claimC.outputHash != h,
-            d.claimD.outputKeccak != k || d.claimD.outputHash != h);
+            d.claimD.outputKeccak != k || d.claimD.outputHash != h, true);
     }
 
     /// After a move's deadline: a party that did not move loses; an undone step or output check
@@ -344,7 +346,7 @@ contract DisputeGame {
         if (d.phase == Phase.None || d.phase == Phase.Resolved) revert WrongPhase(id);
         if (block.timestamp <= d.deadline) revert MoveTimeNotOver(id);
         bool bisecting = d.phase == Phase.Bisect || d.phase == Phase.Inner; // a party that moved keeps its bond
-        _finish(id, d, !bisecting || !d.movedC, !bisecting || !d.movedD);
+        _finish(id, d, !bisecting || !d.movedC, !bisecting || !d.movedD, false);
     }
 
     function getDispute(uint256 id) external view returns (Dispute memory) {
@@ -389,11 +391,11 @@ contract DisputeGame {
         if (block.timestamp > d.deadline) revert MoveTimeOver(id);
     }
 
-    function _finish(uint256 id, Dispute storage d, bool challengerWrong, bool defenderWrong) private {
+    function _finish(uint256 id, Dispute storage d, bool challengerWrong, bool defenderWrong, bool proven) private {
         d.phase = Phase.Resolved;
         emit DisputeResolved(id, challengerWrong, defenderWrong);
         IDisputeOracle(oracle).resolveDispute(
-            d.requestId, d.challenger, d.defender, d.voteC, d.voteD, challengerWrong, defenderWrong
+            d.requestId, d.challenger, d.defender, d.voteC, d.voteD, challengerWrong, defenderWrong, proven
         );
     }
 }

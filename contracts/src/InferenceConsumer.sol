@@ -48,9 +48,8 @@ abstract contract InferenceConsumer is IInferenceConsumer {
         internal
         returns (uint256 requestId)
     {
-        requestId = challengeWindow == 0
-            ? oracle.request{value: fee}(modelHash, input, address(this))
-            : oracle.requestWithWindow{value: fee}(modelHash, input, address(this), challengeWindow);
+        // always explicit: a plain `request` would give a consumer that holds value the longest window
+        requestId = oracle.requestWithWindow{value: fee}(modelHash, input, address(this), challengeWindow);
     }
 
     /// The oracle names the request's model; a request this contract made has the model it asked for.

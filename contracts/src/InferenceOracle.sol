@@ -65,8 +65,9 @@ abstract contract OracleCore {
     }
 
     enum SlashReason {
-        WrongResult,
-        MissedReveal
+        WrongResult, // a vote a dispute proved wrong
+        MissedReveal, // committed and never revealed
+        MissedMove // a dispute's player that let a move's deadline pass
     }
 
     /// A request as `getRequest` shows it (the stored layout, `Stored`, is packed for gas).
@@ -117,6 +118,11 @@ abstract contract OracleCore {
     mapping(uint256 => mapping(bytes32 => bool)) public disputed; // keccak(vote, vote) pairs already disputed
     mapping(address => Operator) internal _operators;
     mapping(address => uint256) internal _claimable; // accounts other than operators (see `_credit`)
+    mapping(uint256 => mapping(address => bool)) public slashedIn; // request -> operator -> its bond taken
+    /// Votes of staked operators outside the committee that challenged a result (`challenge`).
+    mapping(uint256 => bytes32[]) internal _outsideVotes;
+    /// request -> dispute key (`_disputeKey`) -> the bond its outside challenger locked, until the game ends
+    mapping(uint256 => mapping(bytes32 => uint128)) public challengeBondOf;
 
     bool private transient _locked;
 
@@ -190,6 +196,7 @@ abstract contract OracleCore {
     error InsufficientGasForCallback(uint256 available, uint256 needed);
     error NothingToClaim(address account);
     error TransferFailed(address to, uint256 amount);
+    error SeatedOperator(uint256 requestId, address operator);
 
     modifier nonReentrant() {
         if (_locked) revert Reentrancy();
@@ -290,9 +297,11 @@ abstract contract OracleCore {
     /// which keeps none, answers for the request it is calling back and for expired ones.
     function requesterOf(uint256 requestId) external view virtual returns (address);
 
-    /// A request on the fast path (challenge window 0: k equal reveals are final at once).
+    /// A request with the default window (`_defaultWindow`): the fast path (0: k equal reveals are
+    /// final once revealed) when the callback holds no value, the longest window when it does.
+    /// `requestWithWindow` names the window, 0 included.
     function request(bytes32 modelHash, bytes calldata input, address callback) external payable returns (uint256) {
-        return _request(modelHash, input, callback, 0);
+        return _request(modelHash, input, callback, _defaultWindow(callback));
     }
 
     /// A request whose result is final `challengeWindow` seconds after the reveal deadline, if no
@@ -354,12 +363,43 @@ abstract contract OracleCore {
         _send(msg.sender, amount);
     }
 
-    function commitmentFor(uint256 requestId, bytes32 outputHash, bytes32 traceRoot, bytes32 salt, address operator)
-        public
-        pure
-        returns (bytes32)
-    {
-        return keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator));
+    /// What an operator commits to: its output's CVM hash and the keccak256 of its output bytes (so
+    /// the bytes that finalise are the ones committed, whoever submits the opening), its trace root,
+    /// a salt and its own address (so nobody can copy another's commitment).
+    function commitmentFor(
+        uint256 requestId,
+        bytes32 outputHash,
+        bytes32 outputKeccak,
+        bytes32 traceRoot,
+        bytes32 salt,
+        address operator
+    ) public pure returns (bytes32) {
+        return keccak256(abi.encode(requestId, outputHash, outputKeccak, traceRoot, salt, operator));
+    }
+
+    /// The fast path's threshold: `quorum` equal reveals, and more than half of the seats taken (seats
+    /// are every drawn operator that committed, so a larger committee needs a larger majority).
+    function _threshold(uint256 seats) internal view returns (uint256) {
+        uint256 majority = seats / 2 + 1;
+        return majority > quorum ? majority : quorum;
+    }
+
+    /// The bond each seat locks for a request on `modelHash`: at least `slashAmount`, and at least
+    /// twice the model's worst-case dispute gas at `operatorGasPrice` (the winner of a dispute gets
+    /// half of a slashed bond, which then covers its gas) (ModelRegistry.disputeGas).
+    function bondFor(bytes32 modelHash) public view returns (uint128) {
+        uint256 bond = 2 * uint256(operatorGasPrice) * _disputeGas(modelHash);
+        return bond > slashAmount ? uint128(bond) : slashAmount;
+    }
+
+    function _disputeGas(bytes32 modelHash) internal view returns (uint256) {
+        return registry.disputeGas(modelHash);
+    }
+
+    /// The window a plain `request` gets: the fast path (0) for a callback that holds no value, the
+    /// longest window otherwise (a consumer that pays out on a result must not trust k colluders).
+    function _defaultWindow(address callback) internal view returns (uint64) {
+        return callback.code.length != 0 && callback.balance != 0 ? maxChallengeWindow : 0;
     }
 
     /// Gas that a reveal (or `finalize`) with `outputLength` output bytes needs when it finalises:
@@ -391,6 +431,68 @@ abstract contract OracleCore {
         bytes32 h = blockhash(requestBlock);
         if (h == bytes32(0)) revert SeedUnavailable(requestId); // older than 256 blocks
         return keccak256(abi.encode(h, requestId));
+    }
+
+    /// One dispute per vote pair and pair of players (a game lost by a timeout may be played again
+    /// by others over the same votes).
+    function _disputeKey(bytes32 voteC, bytes32 voteD, address challenger, address defender)
+        internal
+        pure
+        returns (bytes32)
+    {
+        (bytes32 lo, bytes32 hi) = voteC < voteD ? (voteC, voteD) : (voteD, voteC);
+        return keccak256(abi.encode(lo, hi, challenger, defender));
+    }
+
+    /// An outside challenger's bond for one game (`key`: its _disputeKey), from an active operator's
+    /// free stake: as many games at once as its free stake covers.
+    function _lockChallengeBond(uint256 requestId, bytes32 key, uint128 bond) internal {
+        if (!isOperator(msg.sender)) revert NotOperator(msg.sender);
+        Operator storage op = _operators[msg.sender];
+        if (op.stake - op.locked < bond) revert InsufficientFreeStake(op.stake - op.locked, bond);
+        op.locked += bond;
+        challengeBondOf[requestId][key] = bond;
+    }
+
+    /// When its game ends (after any slash): the outside challenger's bond for it is free again.
+    function _releaseChallengeBond(uint256 requestId, bytes32 key, address challenger) internal {
+        uint128 bond = challengeBondOf[requestId][key];
+        if (bond == 0) return;
+        challengeBondOf[requestId][key] = 0;
+        Operator storage op = _operators[challenger];
+        op.locked = op.locked > bond ? op.locked - bond : 0;
+    }
+
+    /// The vote a claim stands for: keccak256(abi.encode(outputHash, outputKeccak, traceRoot)).
+    function _voteOf(DisputeGame.Claim calldata c) internal pure returns (bytes32) {
+        return keccak256(abi.encode(c.outputHash, c.outputKeccak, c.traceRoot));
+    }
+
+    /// Splits `amount` among `payees`, the remainder to the first.
+    function _share(address[] storage payees, uint256 amount) internal {
+        uint256 share = amount / payees.length;
+        _credit(payees[0], amount - share * (payees.length - 1));
+        for (uint256 i = 1; i < payees.length; i++) {
+            _credit(payees[i], share);
+        }
+    }
+
+    /// Takes the bond (or what is left of the stake) once per request and operator: half to `winner`
+    /// when there is one, the rest to the treasury. A committer's bond stays locked until its round
+    /// releases it.
+    function _slashOnce(uint256 requestId, address operator, SlashReason reason, address winner, uint128 bond)
+        internal
+    {
+        if (slashedIn[requestId][operator]) return;
+        slashedIn[requestId][operator] = true;
+        Operator storage op = _operators[operator];
+        uint128 amount = op.stake < bond ? op.stake : bond;
+        _setStake(op, op.stake - amount);
+        if (op.locked > op.stake) op.locked = op.stake;
+        uint256 reward = winner == address(0) ? 0 : amount / 2;
+        if (reward != 0) _credit(winner, reward);
+        _credit(treasury, amount - reward);
+        emit Slashed(requestId, operator, amount, reason);
     }
 
     function _popcount(uint16 mask) internal pure returns (uint256 n) {
@@ -485,6 +587,7 @@ contract InferenceOracle is OracleCore {
         uint64 challengeWindow;
         uint8 openDisputes;
         uint16 slashedMask;
+        uint128 bond; // 0: slashAmount (bondFor); written only when the model's dispute gas prices it higher
         bytes32 outputHash;
     }
 
@@ -501,6 +604,7 @@ contract InferenceOracle is OracleCore {
     /// one slot per committer, rewritten rather than a second one filled.
     mapping(uint256 => mapping(address => bytes32)) private _words;
     mapping(uint256 => mapping(uint256 => address)) private _committers; // r.commits of them
+    mapping(uint256 => mapping(bytes32 => address[])) private _outsiders; // outside challengers by vote
 
     constructor(ModelRegistry registry_, Referee referee_, Config memory c) OracleCore(registry_, referee_, c) {}
 
@@ -529,6 +633,8 @@ contract InferenceOracle is OracleCore {
         r.fee = uint128(msg.value);
         r.totalStake = uint128(totalStake);
         if (window != 0) r.challengeWindow = window;
+        uint128 bond = bondFor(modelHash);
+        if (bond != slashAmount) r.bond = bond;
         _emitRequested(requestId, r, window, input);
     }
 
@@ -563,21 +669,21 @@ contract InferenceOracle is OracleCore {
         Stored storage r = _pending(requestId);
         if (block.timestamp > r.commitDeadline) revert CommitPhaseOver(requestId);
         uint8 index = r.commits;
-        if (index >= committeeSize) revert CommitteeFull(requestId);
+        if (index >= MAX_COMMITTEE) revert CommitteeFull(requestId);
         if (commitment == bytes32(0)) revert EmptyCommitment();
         if (_words[requestId][msg.sender] != bytes32(0)) revert AlreadyCommitted(requestId, msg.sender);
         if (!isOperator(msg.sender)) revert NotOperator(msg.sender);
         if (!isDrawn(requestId, msg.sender)) revert NotDrawn(requestId, msg.sender);
         Operator storage op = _operators[msg.sender];
-        if (op.stake - op.locked < slashAmount) revert InsufficientFreeStake(op.stake - op.locked, slashAmount);
+        uint128 bond = _bondOf(r);
+        if (op.stake - op.locked < bond) revert InsufficientFreeStake(op.stake - op.locked, bond);
 
-        op.locked += slashAmount;
+        op.locked += bond;
         _words[requestId][msg.sender] = commitment;
         _committers[requestId][index] = msg.sender;
         r.commits = index + 1;
         r.bondedMask |= uint16(1 << index);
         emit Committed(requestId, msg.sender);
-        if (index + 1 == committeeSize) emit RevealPhaseOpened(requestId);
     }
 
     /// Reveals a commitment. Allowed after finalisation too (until the reveal deadline); an
@@ -596,11 +702,11 @@ contract InferenceOracle is OracleCore {
         if (!revealOpen(requestId)) revert RevealPhaseNotOpen(requestId);
         if (block.timestamp > _revealDeadline(r)) revert RevealPhaseOver(requestId);
         if (output.length != r.outputBytes) revert WrongOutputLength(output.length, r.outputBytes);
-        if (commitmentFor(requestId, outputHash, traceRoot, salt, msg.sender) != commitment) {
+        bytes32 outputKeccak = keccak256(output);
+        if (commitmentFor(requestId, outputHash, outputKeccak, traceRoot, salt, msg.sender) != commitment) {
             revert CommitmentMismatch(requestId, msg.sender);
         }
 
-        bytes32 outputKeccak = keccak256(output);
         bytes32 vote = keccak256(abi.encode(outputHash, outputKeccak, traceRoot));
         _words[requestId][msg.sender] = vote;
         r.revealedMask |= bit;
@@ -609,7 +715,8 @@ contract InferenceOracle is OracleCore {
         // Only the fast path finalises here; a late reveal of the result gets its bond back.
         if (r.status == Status.Finalized) {
             if (vote == _result(requestId, r)) _release(r, index, msg.sender);
-        } else if (r.challengeWindow == 0 && votes(requestId, vote) == quorum) {
+        } else if (r.challengeWindow == 0 && votes(requestId, vote) == _threshold(r.commits)
+            && !refuted[requestId][vote]) {
             _finalize(requestId, r, vote, outputHash, output);
         }
     }
@@ -660,17 +767,34 @@ contract InferenceOracle is OracleCore {
         external
         returns (uint256 disputeId)
     {
+        return _startDispute(requestId, defender, _claimedVote(requestId, msg.sender, mine), mine, theirs);
+    }
+
+    /// The optimistic path (BatchedOracle.challenge): an active staked operator without a seat
+    /// challenges a revealed vote by locking a bond and claiming its own output and trace.
+    function challenge(uint256 requestId, address defender, DisputeGame.Claim calldata mine,
+        DisputeGame.Claim calldata theirs) external nonReentrant returns (uint256 disputeId) {
+        if (_words[requestId][msg.sender] != bytes32(0)) revert SeatedOperator(requestId, msg.sender);
+        bytes32 voteC = _voteOf(mine);
+        bytes32 key = _disputeKey(voteC, _claimedVote(requestId, defender, theirs), msg.sender, defender);
+        _lockChallengeBond(requestId, key, _bondOf(_requests[requestId]));
+        disputeId = _startDispute(requestId, defender, voteC, mine, theirs);
+        _outsiders[requestId][voteC].push(msg.sender);
+        _outsideVotes[requestId].push(voteC);
+    }
+
+    function _startDispute(uint256 requestId, address defender, bytes32 voteC, DisputeGame.Claim calldata mine,
+        DisputeGame.Claim calldata theirs) private returns (uint256 disputeId) {
         Stored storage r = _requests[requestId];
         if (r.status == Status.None || r.status == Status.Expired) revert RequestNotPending(requestId);
         if (block.timestamp > _revealDeadline(r) + r.challengeWindow) revert DisputeWindowOver(requestId);
-        bytes32 voteC = _claimedVote(requestId, msg.sender, mine);
         bytes32 voteD = _claimedVote(requestId, defender, theirs);
         if (voteC == voteD) revert SameVote();
         if (refuted[requestId][voteC]) revert VoteAlreadyRefuted(voteC);
         if (refuted[requestId][voteD]) revert VoteAlreadyRefuted(voteD);
-        bytes32 pair = voteC < voteD ? keccak256(abi.encode(voteC, voteD)) : keccak256(abi.encode(voteD, voteC));
-        if (disputed[requestId][pair]) revert AlreadyDisputed(requestId);
-        disputed[requestId][pair] = true;
+        bytes32 key = _disputeKey(voteC, voteD, msg.sender, defender);
+        if (disputed[requestId][key]) revert AlreadyDisputed(requestId);
+        disputed[requestId][key] = true;
         r.openDisputes += 1;
         disputeId = disputeGame.start(
             DisputeGame.Start(requestId, r.modelHash, r.inputHash, msg.sender, defender, voteC, voteD, mine, theirs)
@@ -678,14 +802,24 @@ contract InferenceOracle is OracleCore {
         emit DisputeOpened(requestId, disputeId, msg.sender, defender);
     }
 
-    /// The game's verdict: each refuted vote's revealers are slashed, half of it to the winner.
+    /// The game's verdict (BatchedOracle.resolveDispute): a proven one refutes each wrong vote and
+    /// slashes all its voters, half to the winner; a timeout slashes the player that missed its move
+    /// and refutes its vote only once none of the vote's voters is left unslashed.
     function resolveDispute(uint256 requestId, address challenger, address defender, bytes32 voteC, bytes32 voteD,
-        bool challengerWrong, bool defenderWrong) external {
+        bool challengerWrong, bool defenderWrong, bool proven) external {
         if (msg.sender != address(disputeGame)) revert NotDisputeGame(msg.sender);
         Stored storage r = _requests[requestId];
         r.openDisputes -= 1;
-        if (challengerWrong) _refute(requestId, r, voteC, defenderWrong ? address(0) : defender);
-        if (defenderWrong) _refute(requestId, r, voteD, challengerWrong ? address(0) : challenger);
+        bytes32 key = _disputeKey(voteC, voteD, challenger, defender);
+        if (proven) {
+            if (challengerWrong) _refute(requestId, r, voteC, defenderWrong ? address(0) : defender);
+            if (defenderWrong) _refute(requestId, r, voteD, challengerWrong ? address(0) : challenger);
+        } else {
+            disputed[requestId][key] = false;
+            if (challengerWrong) _forfeit(requestId, r, challenger, voteC, defenderWrong ? address(0) : defender);
+            if (defenderWrong) _forfeit(requestId, r, defender, voteD, challengerWrong ? address(0) : challenger);
+        }
+        _releaseChallengeBond(requestId, key, challenger);
     }
 
     // ---------------------------------------------------------------- views
@@ -693,7 +827,7 @@ contract InferenceOracle is OracleCore {
 
     function revealOpen(uint256 requestId) public view returns (bool) {
         Stored storage r = _requests[requestId];
-        return r.status != Status.None && (r.commits >= committeeSize || block.timestamp > r.commitDeadline);
+        return r.status != Status.None && block.timestamp > r.commitDeadline; // seats are drawn until then
     }
 
 
@@ -776,6 +910,11 @@ contract InferenceOracle is OracleCore {
         if (r.status != Status.Pending) revert RequestNotPending(requestId);
     }
 
+    function _bondOf(Stored storage r) private view returns (uint128) {
+        uint128 bond = r.bond;
+        return bond == 0 ? slashAmount : bond;
+    }
+
     function _revealDeadline(Stored storage r) private view returns (uint256) {
         return uint256(r.commitDeadline) + revealWindow;
     }
@@ -803,8 +942,9 @@ contract InferenceOracle is OracleCore {
 
     function _survivor(uint256 requestId, Stored storage r) private view returns (bytes32 found) {
         uint256 n = r.commits;
-        for (uint256 i = 0; i < n; i++) {
-            bytes32 v = _voteAt(requestId, r, i);
+        bytes32[] storage outside = _outsideVotes[requestId];
+        for (uint256 i = 0; i < n + outside.length; i++) {
+            bytes32 v = i < n ? _voteAt(requestId, r, i) : outside[i - n];
             if (v == bytes32(0) || refuted[requestId][v]) continue;
             if (found != bytes32(0) && found != v) return bytes32(0);
             found = v;
@@ -839,10 +979,12 @@ contract InferenceOracle is OracleCore {
         r.outputHash = outputHash;
 
         uint256 fee = r.fee;
-        uint256 callbackPay = uint256(operatorGasPrice) * callbackGasLimit;
+        bool member = _words[requestId][msg.sender] != bytes32(0); // only a member is refunded the callback's gas
+        uint256 callbackPay = member ? uint256(operatorGasPrice) * callbackGasLimit : 0;
         if (callbackPay > fee) callbackPay = fee;
-        _credit(msg.sender, callbackPay);
-        _pay(requestId, r, vote, fee - callbackPay);
+        if (callbackPay != 0) _credit(msg.sender, callbackPay);
+        if (votes(requestId, vote) == 0) _share(_outsiders[requestId][vote], fee - callbackPay);
+        else _pay(requestId, r, vote, fee - callbackPay);
         emit Finalized(requestId, outputHash, output);
 
         if (r.callback != address(0)) _callback(requestId, r.callback, r.modelHash, output);
@@ -890,13 +1032,36 @@ contract InferenceOracle is OracleCore {
                 _slash(requestId, r, i, op, SlashReason.WrongResult, winner);
             }
         }
+        address[] storage outside = _outsiders[requestId][vote];
+        for (uint256 i = 0; i < outside.length; i++) {
+            _slashOnce(requestId, outside[i], SlashReason.WrongResult, winner, _bondOf(r));
+        }
+    }
+
+    /// A player that missed a move is slashed alone; its vote is refuted once all its voters are.
+    function _forfeit(uint256 requestId, Stored storage r, address player, bytes32 vote, address winner) private {
+        uint256 n = r.commits;
+        bool alive = false;
+        for (uint256 i = 0; i < n; i++) {
+            address op = _committers[requestId][i];
+            if (op == player) _slash(requestId, r, i, op, SlashReason.MissedMove, winner);
+            else if (_voteAt(requestId, r, i) == vote && r.slashedMask & (1 << i) == 0) alive = true;
+        }
+        address[] storage outside = _outsiders[requestId][vote];
+        for (uint256 i = 0; i < outside.length; i++) {
+            if (outside[i] == player) _slashOnce(requestId, player, SlashReason.MissedMove, winner, _bondOf(r));
+            else if (!slashedIn[requestId][outside[i]]) alive = true;
+        }
+        if (alive) return;
+        refuted[requestId][vote] = true;
+        emit VoteRefuted(requestId, vote);
     }
 
     function _release(Stored storage r, uint256 index, address operator) private {
         uint16 bit = uint16(1 << index);
         if (r.bondedMask & bit == 0) return;
         r.bondedMask &= ~bit;
-        _operators[operator].locked -= slashAmount;
+        _operators[operator].locked -= _bondOf(r);
     }
 
     /// to the treasury.
@@ -907,7 +1072,8 @@ contract InferenceOracle is OracleCore {
         r.slashedMask |= bit;
         _release(r, index, operator);
         Operator storage op = _operators[operator];
-        uint128 amount = op.stake < slashAmount ? op.stake : slashAmount;
+        uint128 bond = _bondOf(r);
+        uint128 amount = op.stake < bond ? op.stake : bond;
         _setStake(op, op.stake - amount);
         if (op.locked > op.stake) op.locked = op.stake;
         uint256 reward = winner == address(0) ? 0 : amount / 2;

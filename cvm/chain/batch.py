@@ -19,13 +19,13 @@ from cvm.chain.contracts import Deployment, OracleConfig, deploy_oracle
 from cvm.chain.states import Status
 
 # BatchedOracle.Round, in the Solidity field order (the tuple a call takes)
-ROUND_FIELDS = ("modelHash", "inputHash", "requester", "callback", "fee", "totalStake", "requestBlock",
+ROUND_FIELDS = ("modelHash", "inputHash", "requester", "callback", "fee", "totalStake", "bond", "requestBlock",
                 "commitDeadline", "challengeWindow", "outputBytes", "status", "settled", "revealedMask",
                 "bondedMask", "agreedMask", "committers", "words")
 LOG_CHUNK = 2_000
 # BatchedOracle._packed: (field, bytes) of the fixed part, big-endian
 PACKED = (("modelHash", 32), ("inputHash", 32), ("requester", 20), ("callback", 20), ("fee", 16),
-          ("totalStake", 16), ("requestBlock", 8), ("commitDeadline", 8), ("challengeWindow", 8),
+          ("totalStake", 16), ("bond", 16), ("requestBlock", 8), ("commitDeadline", 8), ("challengeWindow", 8),
           ("outputBytes", 4), ("status", 1), ("settled", 1), ("revealedMask", 2), ("bondedMask", 2),
           ("agreedMask", 2))
 
@@ -77,9 +77,9 @@ class Round:
     def reveal_deadline(self, reveal_window: int) -> int:
         return self.fields["commitDeadline"] + reveal_window
 
-    def reveal_open(self, committee_size: int, now: int) -> bool:
-        """BatchedOracle.reveal's rule: the committee is full or the commit deadline passed."""
-        return len(self.committers) >= committee_size or now > self.fields["commitDeadline"]
+    def reveal_open(self, now: int) -> bool:
+        """BatchedOracle.reveal's rule: the commit deadline passed (seats are drawn until then)."""
+        return now > self.fields["commitDeadline"]
 
     def result(self) -> bytes | None:
         mask = self.fields["agreedMask"]

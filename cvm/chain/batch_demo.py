@@ -64,11 +64,13 @@ def run_batched_demo(index: int = 0, backend: str = "numba") -> int:
         request = send(w3, player, game.functions.play(image, label), value=fee)
         rid = game.events.GameStarted().process_receipt(request, errors=DISCARD)[0]["args"]["requestId"]
         chain.mine()  # the request's block sealed: the draw's seed is known
-        for _ in range(MAX_PASSES):
+        for i in range(MAX_PASSES):
             for op in operators:
                 op.step()
             if all(op.job(rid) is not None and op.job(rid).state == DONE for op in operators):
                 break
+            if i == 0:  # signed and aggregated: the commit window passes (seats are drawn until its end)
+                chain.advance_time(config.commit_window + 1)
     finally:
         server.shutdown()
 

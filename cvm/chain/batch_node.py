@@ -38,7 +38,7 @@ from cvm.chain.batch import (
 from cvm.chain.contracts import contract_at
 from cvm.chain.disputant import Claim, Disputant
 from cvm.chain.node import Operator
-from cvm.chain.protocol import Job, OnChain
+from cvm.chain.protocol import MAX_COMMITTEE, Job, OnChain
 from cvm.chain.sender import Sender
 from cvm.chain.states import COMMITTED, Status
 
@@ -59,9 +59,10 @@ class BatchedDisputant(Disputant):
         self.reveal_window = self.oracle.functions.revealWindow().call()  # immutable
         self._blocks: dict[int, int] = {}
 
-    def open_call(self, request_id: int, defender: str, mine: Claim, theirs: Claim):
+    def open_call(self, request_id: int, defender: str, mine: Claim, theirs: Claim, outside: bool = False):
         r = self.round_of(request_id)
-        return self.oracle.functions.openDispute(request_id, r.call, defender, mine.as_tuple(), theirs.as_tuple())
+        fn = self.oracle.functions.challenge if outside else self.oracle.functions.openDispute
+        return fn(request_id, r.call, defender, mine.as_tuple(), theirs.as_tuple())
 
     def window_end(self, request_id: int) -> int:
         r = self.round_of(request_id)
@@ -132,6 +133,9 @@ class BatchedOperator(Operator):
 
     # ------------------------------------------------------------ commits
 
+    def _bond(self, job: Job) -> int:
+        return self._rounds[job.request_id].fields["bond"]
+
     def _bonds_pending(self, job: Job, chain: OnChain) -> int:
         """Commit transactions in flight, and the commits signed for other requests that an aggregator
         may still submit (this request's own signature, if any, is the bond asked for now)."""
@@ -151,10 +155,9 @@ class BatchedOperator(Operator):
         commits = [c for c in self._board(job.request_id)["commits"] if c["operator"] not in r.committers]
         if not commits or min(c["operator"].lower() for c in commits) != self.account.address.lower():
             return  # another node aggregates; the fallback above covers it failing
-        seats = self.committee_size - len(r.committers)
-        if len(commits) < seats and left > MARGIN * self.commit_window:
-            return  # wait for the rest of the committee
-        commits = sorted(commits, key=lambda c: c["operator"].lower())[:seats]
+        if len(commits) < self.committee_size - len(r.committers) and left > MARGIN * self.commit_window:
+            return  # wait for the draw's expected seats (every drawn operator gets one) or the margin
+        commits = sorted(commits, key=lambda c: c["operator"].lower())[:MAX_COMMITTEE - len(r.committers)]
         call = self.oracle.functions.commitSigned(job.request_id, r.call, [signed_commit_tuple(c) for c in commits])
         self._submit(job, "commit-batch", call, BATCH_COMMIT_GAS * (1 + len(commits)))
         log.info("%s: request %d: %d signed commits sent together", self.name, job.request_id, len(commits))
@@ -181,7 +184,7 @@ class BatchedOperator(Operator):
         same = sorted(same, key=lambda o: o["operator"].lower())
         agreeing = [o for o in same
                     if o["outputHash"] == "0x" + job.output_hash.hex() and o["traceRoot"] == "0x" + job.trace_root.hex()]
-        needed = self.quorum - r.votes(self._vote(job))
+        needed = max(self.quorum, len(r.committers) // 2 + 1) - r.votes(self._vote(job))  # OracleCore._threshold
         if r.status == Status.PENDING and not r.fields["challengeWindow"] and 0 < needed <= len(agreeing):
             batch = agreeing[:needed]  # the finalising batch: just the quorum (later ones: bond back, no fee)
         elif r.status == Status.FINALIZED or left <= MARGIN * self.reveal_window or \
@@ -194,6 +197,13 @@ class BatchedOperator(Operator):
         call = self.oracle.functions.reveal(job.request_id, r.call, openings, job.output)
         self._submit(job, "reveal-batch", call, self.reveal_gas(job) + OPENING_GAS * len(openings))
         log.info("%s: request %d: %d openings sent together", self.name, job.request_id, len(openings))
+
+    def finalize_call(self, job: Job):
+        r = self._rounds[job.request_id]
+        return self.oracle.functions.finalize(job.request_id, r.call, job.output_hash, job.trace_root, job.output)
+
+    def open_disputes(self, request_id: int) -> int:
+        return self.oracle.functions.disputesOf(request_id).call()[0]
 
     def _vote(self, job: Job) -> bytes:
         codec = Web3().codec

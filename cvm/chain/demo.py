@@ -77,6 +77,7 @@ class Demo:
     operators_keys: list
     operators: list
     gas: list = field(default_factory=list)
+    chain: EmbeddedChain | None = None
 
 
 def setup(model: cvm.Model, model_file: Path, store: ModelStore, workdir: Path, backend: str) -> Demo:
@@ -97,7 +98,7 @@ def setup(model: cvm.Model, model_file: Path, store: ModelStore, workdir: Path, 
         r = send(w3, key, dep.oracle.functions.stake(), value=DEMO_CONFIG.min_stake)
         gas.append([f"stake (operator {i + 1})", r["gasUsed"], ""])
         operators.append(Operator(w3, key, dep.oracle.address, store, workdir / f"node{i + 1}.sqlite", backend=backend))
-    return Demo(w3, model, dep.oracle, game, accounts[NUM_OPERATORS], keys, operators, gas)
+    return Demo(w3, model, dep.oracle, game, accounts[NUM_OPERATORS], keys, operators, gas, chain)
 
 
 def play_through_oracle(d: Demo, image: bytes, label: int) -> tuple[dict, int | None, int]:
@@ -107,11 +108,13 @@ def play_through_oracle(d: Demo, image: bytes, label: int) -> tuple[dict, int | 
     r = send(d.w3, d.player, d.game.functions.play(image, label), value=fee)
     request_id = d.game.events.GameStarted().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
     d.gas.append(["request (DigitGame.play)", r["gasUsed"], f"request {request_id}, fee {fee} wei"])
-    for _ in range(MAX_ROUNDS):
+    for i in range(MAX_ROUNDS):
         for op in d.operators:
             op.step()
         if call_struct(d.oracle.functions.getRequest(request_id))["status"] != Status.PENDING:
             break
+        if i == 0:  # committed: the commit window passes (every drawn operator may take a seat until its end)
+            d.chain.advance_time(DEMO_CONFIG.commit_window + 1)
     d.gas += oracle_gas_rows(d, request_id)
     played = d.game.events.GamePlayed().get_logs(from_block=0)
     return (call_struct(d.oracle.functions.getRequest(request_id)), played[0]["args"]["predicted"] if played else None,

@@ -78,9 +78,11 @@ class Disputant:
                                                               argument_filters={"requestId": request_id})
         return [e["args"]["disputeId"] for e in events]
 
-    def open_call(self, request_id: int, defender: str, mine: Claim, theirs: Claim):
-        """The oracle's openDispute call (InferenceOracle's signature)."""
-        return self.oracle.functions.openDispute(request_id, defender, mine.as_tuple(), theirs.as_tuple())
+    def open_call(self, request_id: int, defender: str, mine: Claim, theirs: Claim, outside: bool = False):
+        """The oracle's openDispute call (InferenceOracle's signature), or `challenge` for an operator
+        without a seat (the optimistic path: it locks a bond and claims its own output and trace)."""
+        fn = self.oracle.functions.challenge if outside else self.oracle.functions.openDispute
+        return fn(request_id, defender, mine.as_tuple(), theirs.as_tuple())
 
     def window_end(self, request_id: int) -> int:
         """The last timestamp at which the request's votes may be disputed: its reveal deadline plus
@@ -88,8 +90,8 @@ class Disputant:
         req = call_struct(self.oracle.functions.getRequest(request_id))
         return req["revealDeadline"] + req["challengeWindow"]
 
-    def open(self, request_id: int, defender: str, mine: Claim, theirs: Claim) -> int:
-        call = self.open_call(request_id, defender, mine, theirs)
+    def open(self, request_id: int, defender: str, mine: Claim, theirs: Claim, outside: bool = False) -> int:
+        call = self.open_call(request_id, defender, mine, theirs, outside)
         # estimated: opening records both votes' revealers (a slot each), so its gas grows with the committee
         gas = call.estimate_gas({"from": self.account.address}) * 6 // 5 + 50_000
         receipt = self.send(self.w3, self.account, call, gas=gas)
@@ -126,21 +128,29 @@ class Disputant:
             return "output"
         return None
 
-    def play(self, request_id: int, trace: Trace, mine: Claim, from_block: int = 0) -> None:
-        """Moves in every open dispute of the request, then disputes each different unrefuted vote."""
+    def play(self, request_id: int, trace: Trace, mine: Claim, from_block: int = 0, outside: bool = False) -> None:
+        """Moves in every open dispute of the request, then disputes each different unrefuted vote that
+        none of its own open games is already disputing (a game lost by a timeout refutes nothing, so
+        the vote's next revealer is disputed then). `outside`: this operator holds no seat, and
+        challenges instead (a bond locked per game)."""
+        busy = set()
         for dispute_id in self.disputes(request_id, from_block):
             self.move(dispute_id, trace)
+            d = call_struct(self.game.functions.getDispute(dispute_id))
+            if d["challenger"] == self.account.address and Phase(d["phase"]) != Phase.RESOLVED:
+                busy.add(bytes(d["voteD"]))
         my_vote = vote_of(mine)
         if self.w3.eth.get_block("latest")["timestamp"] > self.window_end(request_id):
             return
         for operator, claim in self.claims(request_id, from_block).items():
             theirs = vote_of(claim)
-            if theirs == my_vote or self.oracle.functions.refuted(request_id, theirs).call():
+            if theirs in busy or theirs == my_vote or self.oracle.functions.refuted(request_id, theirs).call():
                 continue
-            pair = pair_key(my_vote, theirs)
-            if self.oracle.functions.disputed(request_id, pair).call():
+            if self.oracle.functions.disputed(request_id, dispute_key(my_vote, theirs, self.account.address,
+                                                                      operator)).call():
                 continue
-            dispute_id = self.open(request_id, operator, mine, claim)
+            dispute_id = self.open(request_id, operator, mine, claim, outside)
+            busy.add(theirs)
             self.move(dispute_id, trace)
 
 
@@ -156,6 +166,7 @@ def vote_of(claim: Claim) -> bytes:
     return Web3.keccak(Web3().codec.encode(["bytes32"] * 3, list(claim.as_tuple())))
 
 
-def pair_key(a: bytes, b: bytes) -> bytes:
+def dispute_key(a: bytes, b: bytes, challenger: str, defender: str) -> bytes:
+    """OracleCore._disputeKey: one dispute per vote pair and pair of players."""
     lo, hi = sorted((a, b))
-    return Web3.keccak(Web3().codec.encode(["bytes32", "bytes32"], [lo, hi]))
+    return Web3.keccak(Web3().codec.encode(["bytes32", "bytes32", "address", "address"], [lo, hi, challenger, defender]))

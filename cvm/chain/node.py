@@ -42,11 +42,12 @@ from cvm.chain.disputant import Claim, Disputant
 from cvm.chain.contracts import TxFailed, call_struct, contract_at
 from cvm.chain.jobs import JobDB
 from cvm.chain.eligibility import Eligibility
-from cvm.chain.protocol import RPC_ERRORS, Job, OnChain, bond_free, commitment
+from cvm.chain.protocol import MAX_COMMITTEE, RPC_ERRORS, Job, OnChain, bond_free, commitment
 from cvm.chain.sender import Sender, Tx
-from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, Status
+from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, WATCHING, Status
 from cvm.chain.store import ModelStore, StoreError
 from cvm.chain.trace import Trace, output_leaf, run_trace, wire_bytes
+from cvm.chain.watch import Watcher
 
 log = logging.getLogger("cvm.node")
 
@@ -59,10 +60,11 @@ MAX_PASSES = 8  # passes over the requests in one step while receipts keep comin
 
 
 
-class Operator(JobDB):
+class Operator(Watcher, JobDB):
     def __init__(self, w3: Web3, account: LocalAccount, oracle_address: str, store: ModelStore,
                  db_path: str | os.PathLike, backend: str = "numba", from_block: int = 0,
-                 retry_delay: float = RETRY_DELAY, confirmations: int = 0, disputes: bool = True):
+                 retry_delay: float = RETRY_DELAY, confirmations: int = 0, disputes: bool = True,
+                 watch: bool = True):
         self.w3 = w3
         self.account = account
         self.oracle = contract_at(w3, "InferenceOracle", oracle_address)
@@ -71,6 +73,7 @@ class Operator(JobDB):
         self.backend = backend
         self.retry_delay = retry_delay
         self.disputes = disputes  # take part in the dispute game (off: trust the majority, for tests)
+        self.watch = watch  # challenge windowed requests it holds no seat in (the optimistic path)
         self.committee_size = self.oracle.functions.committeeSize().call()  # immutable
         self.min_stake = self.oracle.functions.minStake().call()  # immutable
         self.slash_amount = self.oracle.functions.slashAmount().call()  # immutable: the bond per commit
@@ -213,7 +216,8 @@ class Operator(JobDB):
         if chain.status == Status.NONE:
             self._done(job, "the oracle does not know this request", logging.ERROR)
             return
-        step = {SEEN: self._commit_step, COMMITTED: self._reveal_step, REVEALED: self._settle_step}.get(job.state)
+        step = {SEEN: self._commit_step, COMMITTED: self._reveal_step, REVEALED: self._settle_step,
+                WATCHING: self._watch_step}.get(job.state)
         if step is not None:
             step(job, chain)
 
@@ -231,8 +235,8 @@ class Operator(JobDB):
             else:
                 self._done(job, "a commitment this database does not know is on chain", logging.ERROR)
             return
-        if chain.status not in SENDS_IN[SEEN] or chain.now >= chain.req["commitDeadline"] or chain.commits >= chain.committee:
-            self._done(job, f"commit phase closed ({chain.status.name.lower()}, {chain.commits}/{chain.committee} commits)")
+        if chain.status not in SENDS_IN[SEEN] or chain.now >= chain.req["commitDeadline"] or chain.commits >= MAX_COMMITTEE:
+            self._done(job, f"commit phase closed ({chain.status.name.lower()}, {chain.commits} commits)")
             return
         operator = self.oracle.functions.operators(self.account.address).call()  # stake, unlock, stakedAt, locked
         if not (operator[0] >= self.min_stake and operator[1] == 0):
@@ -242,13 +246,17 @@ class Operator(JobDB):
         if drawn is None:
             return  # the request's block is not sealed yet: its seed is unknown
         if not drawn:
-            self._done(job, "not drawn for this request")
+            self._not_drawn(job, chain)
             return
-        if not bond_free(operator, self._bonds_pending(job, chain), self.slash_amount):
+        if not bond_free(operator, self._bonds_pending(job, chain), self._bond(job)):
             return  # every bond of this stake is locked in open requests: wait for one to close
         if job.salt is None and not self._compute(job):
             return
         self._send_commit(job, chain)
+
+    def _bond(self, job: Job) -> int:
+        """The bond a commit to this request locks (BatchedOracle prices it per model: batch_node.py)."""
+        return self.slash_amount
 
     def _bonds_pending(self, job: Job, chain: OnChain) -> int:
         """Commits of this operator that may still lock a bond but are not on chain yet: the commit
@@ -273,8 +281,8 @@ class Operator(JobDB):
         if chain.status not in SENDS_IN[COMMITTED] or chain.now > chain.req["revealDeadline"]:  # Expired
             self._done(job, "reveal deadline passed before the reveal", logging.ERROR)
             return
-        if chain.commits < chain.committee and chain.now <= chain.req["commitDeadline"]:  # InferenceOracle.revealOpen
-            return  # waiting for the other commits or the commit deadline
+        if chain.now <= chain.req["commitDeadline"]:  # InferenceOracle.revealOpen: seats are drawn until then
+            return  # waiting for the commit deadline
         self._send_reveal(job, chain)
 
     def _send_reveal(self, job: Job, chain: OnChain) -> None:
@@ -359,7 +367,7 @@ class Operator(JobDB):
         log.log(level, "%s: request %d: done: %s", self.name, job.request_id, note)
 
     def commitment(self, job: Job) -> bytes:
-        return commitment(job.request_id, job.output_hash, job.trace_root, job.salt, self.account.address)
+        return commitment(job.request_id, job.output_hash, job.trace_root, job.salt, self.account.address, job.output)
 
     def trace(self, job: Job, model: cvm.Model | None = None) -> Trace:
         """The request's whole run (reference interpreter), kept in memory for its disputes."""

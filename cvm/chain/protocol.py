@@ -63,6 +63,9 @@ class OnChain:
     now: int  # the latest block's timestamp
 
 
+MAX_COMMITTEE = 16  # OracleCore.MAX_COMMITTEE: seats of one request (every drawn operator that commits)
+
+
 def is_drawn(block_hash: bytes, request_id: int, operator: str, weight: int, staked_at: int, request_block: int,
              total_stake: int, committee_size: int) -> bool:
     """InferenceOracle.isDrawn: keccak256(abi.encode(seed, operator)) mod totalStake < weight * n, with
@@ -83,8 +86,11 @@ def bond_free(operator: tuple, commits_in_flight: int, slash_amount: int) -> boo
     return stake - locked - commits_in_flight * slash_amount >= slash_amount
 
 
-def commitment(request_id: int, output_hash: bytes, trace_root: bytes, salt: bytes, operator: str) -> bytes:
-    """keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator)), as InferenceOracle.commitmentFor."""
-    encoded = Web3().codec.encode(["uint256", "bytes32", "bytes32", "bytes32", "address"],
-                                  [request_id, output_hash, trace_root, salt, operator])
+def commitment(request_id: int, output_hash: bytes, trace_root: bytes, salt: bytes, operator: str,
+               output: bytes) -> bytes:
+    """keccak256(abi.encode(requestId, outputHash, keccak256(output), traceRoot, salt, operator)), as
+    InferenceOracle.commitmentFor: the output bytes are bound, so nobody who submits an opening can
+    make other bytes finalise."""
+    encoded = Web3().codec.encode(["uint256", "bytes32", "bytes32", "bytes32", "bytes32", "address"],
+                                  [request_id, output_hash, Web3.keccak(output), trace_root, salt, operator])
     return Web3.keccak(encoded)

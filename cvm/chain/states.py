@@ -39,21 +39,24 @@ STATUS_TRANSITIONS: dict[Status, frozenset[Status]] = {
 }
 
 SEEN, COMMITTED, REVEALED, DONE = "seen", "committed", "revealed", "done"
-STATES = (SEEN, COMMITTED, REVEALED, DONE)  # in the order of a request's life
+WATCHING = "watching"  # not drawn, the request has a challenge window: computing it and challenging what differs
+STATES = (SEEN, COMMITTED, REVEALED, WATCHING, DONE)  # in the order of a request's life
 INITIAL, FINAL = SEEN, DONE
 
 TRANSITIONS: dict[str, frozenset[str]] = {
-    SEEN: frozenset({COMMITTED, DONE}),  # committed (or found our commitment on chain); refused or too late
+    SEEN: frozenset({COMMITTED, WATCHING, DONE}),  # committed (or found ours on chain); not drawn; refused or too late
     COMMITTED: frozenset({SEEN, REVEALED, DONE}),  # commitment dropped by a reorg: again; revealed; too late
     REVEALED: frozenset({COMMITTED, DONE}),  # reveal dropped by a reorg: again; finalised or settled
+    WATCHING: frozenset({DONE}),  # the challenge window closed (finalised with its output or another)
     DONE: frozenset(),
 }
 
-SENDS = {SEEN: "commit", COMMITTED: "reveal", REVEALED: "settle"}  # node state -> the oracle function it calls
+SENDS = {SEEN: "commit", COMMITTED: "reveal", REVEALED: "settle", WATCHING: "challenge"}  # state -> what it calls
 SENDS_IN: dict[str, frozenset[Status]] = {  # node state -> statuses in which its transaction is accepted
     SEEN: frozenset({Status.PENDING}),  # commit
     COMMITTED: frozenset({Status.PENDING, Status.FINALIZED}),  # reveal (a late reveal escapes the slash)
     REVEALED: frozenset({Status.PENDING, Status.FINALIZED, Status.EXPIRED}),  # settle (Expired: settled already)
+    WATCHING: frozenset({Status.PENDING, Status.FINALIZED}),  # challenge (until the window's end)
     DONE: frozenset(),
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,21 @@ def tiny_model(meta: dict | None = None) -> cvm.Model:
     return b.build(b.op("dense", x, w, bias, name="logits"), meta)
 
 
+def past_commit_deadline(w3, oracle, rid: int) -> None:
+    """Moves the chain (embedded or anvil) past an InferenceOracle request's commit deadline, where its
+    reveal phase opens: seats are drawn until then."""
+    deadline = oracle.functions.getRequest(rid).call()[2]
+    now = w3.eth.get_block("latest")["timestamp"]
+    if now > deadline:
+        return
+    tester = getattr(w3.provider, "ethereum_tester", None)
+    if tester is not None:
+        tester.time_travel(deadline + 2)  # eth-tester's latest block is then one second before: deadline + 1
+    else:
+        w3.provider.make_request("evm_setNextBlockTimestamp", [deadline + 1])
+        w3.provider.make_request("evm_mine", [])
+
+
 @contextmanager
 def reverts(error: str):
     """Expects a transaction to revert with the named custom error."""
@@ -55,6 +70,7 @@ class Env:
     model: cvm.Model
     dep: Deployment
     config: OracleConfig
+    outputs: dict = field(default_factory=dict)  # request id -> its true output bytes (Env.request)
 
     @property
     def w3(self):
@@ -106,15 +122,37 @@ class Env:
         x = np.random.default_rng(seed).integers(-127, 128, (1, 4)).astype(np.int8)
         return self.model.encode_input(x), self.model.run(x, backend=BACKEND)
 
-    def request(self, input_bytes: bytes, callback: str | None = None, value: int | None = None) -> int:
-        call = self.oracle.functions.request(self.model.hash, input_bytes, callback or self.player.address)
+    def request(self, input_bytes: bytes, callback: str | None = None, value: int | None = None,
+                window: int | None = None) -> int:
+        """A request (`window`: requestWithWindow's, else `request` and its default window)."""
+        callback = callback or self.player.address
+        call = (self.oracle.functions.request(self.model.hash, input_bytes, callback) if window is None else
+                self.oracle.functions.requestWithWindow(self.model.hash, input_bytes, callback, window))
         r = self.send(self.player, call, value=self.fee if value is None else value)
         return self.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
 
-    def commit(self, op, rid: int, out_hash: bytes, salt: bytes, root: bytes = NO_TRACE):
-        return self.send(op, self.oracle.functions.commit(rid, commitment(rid, out_hash, root, salt, op.address)))
+    def output_of(self, rid: int) -> bytes:
+        """The request's true output bytes (the reference run of its input, from its event)."""
+        if rid not in self.outputs:
+            ev = self.oracle.events.InferenceRequested().get_logs(from_block=0, argument_filters={"requestId": rid})
+            x = self.model.decode_input(bytes(ev[0]["args"]["input"])) if ev else None
+            self.outputs[rid] = b"" if x is None else self.model.encode_output(self.model.run(x, backend="reference"))
+        return self.outputs[rid]
 
-    def reveal(self, op, rid: int, out_hash: bytes, salt: bytes, output: bytes, root: bytes = NO_TRACE, **kw):
+    def commit(self, op, rid: int, out_hash: bytes, salt: bytes, root: bytes = NO_TRACE, output: bytes | None = None):
+        """Commits to (out_hash, output, root); output: the request's true output bytes unless given."""
+        output = self.output_of(rid) if output is None else output
+        return self.send(op, self.oracle.functions.commit(rid, commitment(rid, out_hash, root, salt, op.address, output)))
+
+    def open_reveals(self, rid: int) -> None:
+        """Moves the chain past the request's commit deadline, where its reveal phase opens."""
+        past_commit_deadline(self.w3, self.oracle, rid)
+
+    def reveal(self, op, rid: int, out_hash: bytes, salt: bytes, output: bytes, root: bytes = NO_TRACE,
+               open_phase: bool = True, **kw):
+        """Reveals, moving the chain past the commit deadline first (open_phase=False: as it is)."""
+        if open_phase:
+            self.open_reveals(rid)
         return self.send(op, self.oracle.functions.reveal(rid, out_hash, root, salt, output), **kw)
 
     def request_state(self, rid: int) -> dict:

@@ -45,7 +45,8 @@ def test_no_withdrawal_while_a_bond_is_locked(env, salts):
 def test_the_reveal_gas_rule_carries_a_worst_case_finalising_reveal(tmp_path, salts):
     """Before: reveals carried callbackGasLimit + 400,000, short of what the finalising one needs with
     a large callback limit and many other reveals before it. Now the node sends revealGas(len): here
-    with n = 8, the largest callback limit the constructor takes, 6 distinct wrong reveals first."""
+    with n = 8, the largest callback limit the constructor takes, 3 distinct wrong reveals and 4
+    agreeing ones first (8 seats: the fast path needs a majority, 5)."""
     config = replace(CONFIG, quorum=2, committee_size=8, callback_gas_limit=5_000_000)
     env = make_env(tmp_path, config, num_accounts=12)
     ops = env.chain.keys[1:6] + env.chain.keys[7:10]  # 8 operators (keys[6] is the player)
@@ -54,12 +55,12 @@ def test_the_reveal_gas_rule_carries_a_worst_case_finalising_reveal(tmp_path, sa
     consumer, _ = env.deploy_test("TestConsumer", env.oracle.address, 2)  # burns all its gas
     data, y = env.sample()
     out, h = env.model.encode_output(y), cvm.output_hash(y)
-    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=env.fee)
+    r = env.send(env.player, consumer.functions.request(env.model.hash, data), value=env.fee)  # window 0
     rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
-    wrong = [bytes([i + 1]) * len(out) for i in range(6)]
-    outputs = wrong + [out, out]
+    wrong = [bytes([i + 1]) * len(out) for i in range(3)]
+    outputs = wrong + [out] * 5
     for op, o in zip(ops, outputs):
-        env.commit(op, rid, cvm.output_hash(env.model.decode_output(o)), salts[0])
+        env.commit(op, rid, cvm.output_hash(env.model.decode_output(o)), salts[0], output=o)
     for op, o in zip(ops[:7], outputs):
         env.reveal(op, rid, cvm.output_hash(env.model.decode_output(o)), salts[0], o)
     gas = env.oracle.functions.revealGas(len(out)).call()

@@ -82,7 +82,7 @@ def test_one_honest_operator_beats_a_colluding_majority(cnn_env, salts):
     plays = {liar_a: fake, liar_b: fake, honest: true_trace}
     for (op, t), salt in zip(plays.items(), salts):
         c = claim_of(model, t)
-        env.commit(op, rid, c.output_hash, salt, c.trace_root)
+        env.commit(op, rid, c.output_hash, salt, c.trace_root, output=model.encode_output(t.output))
     for (op, t), salt in zip(plays.items(), salts):
         c = claim_of(model, t)
         env.reveal(op, rid, c.output_hash, salt, model.encode_output(t.output), c.trace_root)
@@ -141,7 +141,7 @@ def test_a_silent_party_loses_by_timeout(cnn_env, salts):
     rid = env.request(model.encode_input(x))
     for op, tr, salt in ((liar, fake, salts[0]), (honest, t, salts[1])):
         c = claim_of(model, tr)
-        env.commit(op, rid, c.output_hash, salt, c.trace_root)
+        env.commit(op, rid, c.output_hash, salt, c.trace_root, output=model.encode_output(tr.output))
     env.chain.advance_time(CONFIG.commit_window + 1)
     for op, tr, salt in ((liar, fake, salts[0]), (honest, t, salts[1])):
         c = claim_of(model, tr)

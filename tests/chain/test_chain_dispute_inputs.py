@@ -84,7 +84,7 @@ def test_embedded_chain_a_forgery_loses_to_one_honest_operator(embedder, tmp_pat
     rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
     plays = {liar_a: fake, liar_b: fake, honest: true_trace}
     for (op, t), salt in zip(plays.items(), salts):
-        env.commit(op, rid, claim_of(model, t).output_hash, salt, t.root)
+        env.commit(op, rid, claim_of(model, t).output_hash, salt, t.root, output=model.encode_output(t.output))
     for (op, t), salt in zip(plays.items(), salts):
         env.reveal(op, rid, claim_of(model, t).output_hash, salt, model.encode_output(t.output), t.root)
     players = {op: Disputant(env.w3, op, env.oracle) for op in (liar_a, honest)}

@@ -28,7 +28,7 @@ def play(env, game, data, guess):
 def finalise(env, rid, y, salts):
     out, h = env.model.encode_output(y), cvm.output_hash(y)
     for op, salt in zip(env.operators[:3], salts):
-        env.commit(op, rid, h, salt)
+        env.commit(op, rid, h, salt, output=out)
     env.reveal(env.operators[0], rid, h, salts[0], out)
     return env.reveal(env.operators[1], rid, h, salts[1], out)
 
@@ -85,7 +85,7 @@ def test_a_result_the_game_did_not_ask_for_is_refused(env, game, salts):
     The consumer base accepts results only for its own pending requests: the callback fails."""
     env.stake_all()
     data, y = env.sample(10)
-    rid = env.request(data, callback=game.address)  # the attacker's request, not the game's
+    rid = env.request(data, callback=game.address, window=0)  # the attacker's request, not the game's
     r = finalise(env, rid, y, salts)
     assert env.request_state(rid)["status"] == 2  # finalised
     assert not env.oracle.events.CallbackResult().process_receipt(r, errors=DISCARD)[0]["args"]["success"]

@@ -26,11 +26,14 @@ def make_operator(env, tmp_path, i, cls=Operator, retry_delay=0.0):
 
 
 def run_until_final(env, operators, rid, rounds=6):
+    """Steps every operator, then moves the chain past the commit deadline (seats are drawn until
+    then, reveals open after it), until the request is no longer pending."""
     for _ in range(rounds):
         for op in operators:
             op.step()
         if env.request_state(rid)["status"] != Status.PENDING:
             break
+        env.open_reveals(rid)
     return env.request_state(rid)
 
 
@@ -77,12 +80,13 @@ def test_restart_after_a_crash_loses_nothing_and_sends_nothing_twice(env, tmp_pa
     rid = env.request(data)
     ops = [make_operator(env, tmp_path, i) for i in range(3)]
     for op in ops[1:]:
-        op.step()  # two commit; neither can reveal before the third commits
+        op.step()  # two commit; neither can reveal before the commit deadline
 
     crash_on(monkeypatch, function_name, after_sending)
     with pytest.raises(Crash):
         for _ in range(3):
             ops[0].step()
+            env.open_reveals(rid)  # after its commit: the reveal phase
     salt = ops[0].job(rid).salt
     assert salt is not None  # stored before any commit was sent
     ops[0].db.close()
@@ -179,6 +183,8 @@ def test_requests_are_pipelined(env, tmp_path):
     for _ in range(4):
         for op in ops:
             op.step()
+        for rid in rids:
+            env.open_reveals(rid)
     for rid in rids:
         state = env.request_state(rid)
         assert state["status"] == Status.FINALIZED and state["reveals"] == 3
@@ -244,7 +250,8 @@ def test_a_reorg_that_drops_commit_and_reveal_is_repaired(env, tmp_path):
     assert job.state == "committed"
     assert env.oracle.functions.getSubmission(rid, env.operators[0].address).call()[0] == first  # same salt
     for op in ops[1:]:
-        op.step()  # the committee is full: the reveal phase opens
+        op.step()
+    env.open_reveals(rid)  # past the commit deadline: the reveal phase opens
     ops[0].step()
     assert ops[0].job(rid).state == "revealed"
     env.chain.tester.revert_to_snapshot(before_commit)  # commits and reveal all gone

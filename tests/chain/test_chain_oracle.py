@@ -108,7 +108,7 @@ def test_quorum_finalises_pays_and_calls_back(env, salts):
     ops = env.operators[:3]
     for op, salt in zip(ops, salts):
         env.commit(op, rid, h, salt)
-    assert env.oracle.functions.revealOpen(rid).call()  # n commits: no need to wait for the deadline
+    assert not env.oracle.functions.revealOpen(rid).call()  # n commits: seats are drawn until the deadline
     env.reveal(ops[0], rid, h, salts[0], out)
     assert env.request_state(rid)["status"] == Status.PENDING
     r = env.reveal(ops[1], rid, h, salts[1], out)
@@ -142,7 +142,7 @@ def test_reveal_waits_for_commit_phase(env, salts):
     rid = env.request(data)
     env.commit(env.operators[0], rid, h, salts[0])
     with reverts("RevealPhaseNotOpen"):
-        env.reveal(env.operators[0], rid, h, salts[0], out)
+        env.reveal(env.operators[0], rid, h, salts[0], out, open_phase=False)
     env.chain.advance_time(CONFIG.commit_window + 1)
     with reverts("CommitPhaseOver"):
         env.commit(env.operators[1], rid, h, salts[1])
@@ -156,7 +156,7 @@ def test_reveal_must_match_commitment(env, salts):
     a, b, c = env.operators[:3]
     env.commit(a, rid, h, salts[0])
     # b copies a's commitment: the operator is inside the hash, so b cannot reveal it
-    env.send(b, env.oracle.functions.commit(rid, commitment(rid, h, bytes(32), salts[0], a.address)))
+    env.send(b, env.oracle.functions.commit(rid, commitment(rid, h, bytes(32), salts[0], a.address, out)))
     env.commit(c, rid, h, salts[2])
     with reverts("CommitmentMismatch"):
         env.reveal(b, rid, h, salts[0], out)
@@ -180,7 +180,7 @@ def test_operator_only_guards(env, salts):
     with reverts("NotOperator"):
         env.commit(leaving, rid, h, salts[0])
     with reverts("NotCommitted"):
-        env.reveal(stranger, rid, h, salts[0], out)
+        env.reveal(stranger, rid, h, salts[0], out, open_phase=False)
     with reverts("NotOperator"):
         env.send(stranger, env.oracle.functions.requestUnstake())
     env.commit(env.operators[0], rid, h, salts[0])
@@ -192,7 +192,7 @@ def test_operator_only_guards(env, salts):
         env.commit(env.operators[0], 99, h, salts[0])
 
 
-def test_committee_is_capped(env, salts):
+def test_every_drawn_operator_gets_a_seat(env, salts):
     env.stake_all(4)
     data, _, h = agreed(env)
     for _ in range(40):  # each of 4 equal stakes is drawn with probability 3/4: find a request drawing all
@@ -208,10 +208,9 @@ def test_committee_is_capped(env, salts):
             break
     else:
         pytest.fail("no request drew all four operators")
-    for op, salt in zip(env.operators[:3], salts):
+    for op, salt in zip(env.operators[:4], salts):  # issue 27: seats are not first come, first served
         env.commit(op, rid, h, salt)
-    with reverts("CommitteeFull"):
-        env.commit(env.operators[3], rid, h, salts[3])
+    assert env.request_state(rid)["commits"] == 4  # every drawn operator has a seat (at most MAX_COMMITTEE)
 
 
 # ---------------------------------------------------------------- slashing
@@ -225,7 +224,7 @@ def test_disagreeing_operator_is_not_slashed_but_can_be_disputed(env, salts):
     bad_h = cvm.output_hash(env.model.decode_output(bad_out))
     a, b, c = env.operators[:3]
     rid = env.request(data)
-    env.commit(a, rid, bad_h, salts[0])
+    env.commit(a, rid, bad_h, salts[0], output=bad_out)
     env.commit(b, rid, h, salts[1])
     env.commit(c, rid, h, salts[2])
     env.reveal(a, rid, bad_h, salts[0], bad_out)
@@ -248,8 +247,8 @@ def test_wrong_bytes_with_the_right_hash_do_not_count(env, salts):
     data, out, h = agreed(env)
     a, b, c = env.operators[:3]
     rid = env.request(data)
-    for op, salt in zip((a, b, c), salts):
-        env.commit(op, rid, h, salt)
+    for op, salt, o in zip((a, b, c), salts, (bytes(len(out)), out, out)):
+        env.commit(op, rid, h, salt, output=o)
     env.reveal(a, rid, h, salts[0], bytes(len(out)))
     env.reveal(b, rid, h, salts[1], out)
     assert env.request_state(rid)["status"] == Status.PENDING

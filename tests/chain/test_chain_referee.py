@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chainkit import CONFIG, make_env
+from chainkit import CONFIG, make_env, past_commit_deadline
 from test_chain_anvil import MNEMONIC, running_anvil
 from web3 import Web3
 from web3.logs import DISCARD
@@ -217,8 +217,10 @@ def test_one_honest_operator_beats_a_colluding_majority_on_anvil(anvil, salts):
     plays = {liar_a: fake, liar_b: fake, honest: true_trace}
     for (op, t), salt in zip(plays.items(), salts):
         c = claim_of(model, t)
-        send(w3, op, oracle.functions.commit(rid, commitment(rid, c.output_hash, c.trace_root, salt, op.address)),
+        send(w3, op, oracle.functions.commit(rid, commitment(rid, c.output_hash, c.trace_root, salt, op.address,
+                                                            model.encode_output(t.output))),
              gas=300_000)
+    past_commit_deadline(w3, oracle, rid)
     for (op, t), salt in zip(plays.items(), salts):
         c = claim_of(model, t)
         out = model.encode_output(t.output)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from chainkit import CONFIG, TEST_ARTIFACTS
+from chainkit import CONFIG, TEST_ARTIFACTS, past_commit_deadline
 from test_chain_anvil import running_anvil
 from test_chain_referee import _anvil_env, assert_referee_matches, claim_of
 from web3 import Web3
@@ -181,8 +181,10 @@ def play(game: Game, model, x, index: int, salts, model_id: bytes | None = None)
     rid = oracle.events.InferenceRequested().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
     for (op, t), salt in zip(plays.items(), salts):
         c = claim_of(model, t)
-        send(w3, op, oracle.functions.commit(rid, commitment(rid, c.output_hash, c.trace_root, salt, op.address)),
+        send(w3, op, oracle.functions.commit(rid, commitment(rid, c.output_hash, c.trace_root, salt, op.address,
+                                                            model.encode_output(t.output))),
              gas=300_000)
+    past_commit_deadline(w3, oracle, rid)
     for (op, t), salt in zip(plays.items(), salts):
         c, out = claim_of(model, t), model.encode_output(t.output)
         send(w3, op, oracle.functions.reveal(rid, c.output_hash, c.trace_root, salt, out),

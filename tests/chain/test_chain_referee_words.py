@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chainkit import CONFIG, TEST_ARTIFACTS
+from chainkit import CONFIG, TEST_ARTIFACTS, past_commit_deadline
 from test_chain_referee import _advance, _anvil_env
 from test_chain_referee_ops import STAKE, Game, claim_of, forged_at, play
 from web3.logs import DISCARD
@@ -126,8 +126,10 @@ def test_a_party_silent_in_a_word_round_loses_alone(game, resnet, salts):
     rid = oracle.events.InferenceRequested().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
     for (op, t), salt in zip(plays.items(), salts):
         c = claim_of(resnet, t)
-        send(w3, op, oracle.functions.commit(rid, commitment(rid, c.output_hash, c.trace_root, salt, op.address)),
+        send(w3, op, oracle.functions.commit(rid, commitment(rid, c.output_hash, c.trace_root, salt, op.address,
+                                                            resnet.encode_output(t.output))),
              gas=300_000)
+    past_commit_deadline(w3, oracle, rid)
     for (op, t), salt in zip(plays.items(), salts):
         c, out = claim_of(resnet, t), resnet.encode_output(t.output)
         send(w3, op, oracle.functions.reveal(rid, c.output_hash, c.trace_root, salt, out),

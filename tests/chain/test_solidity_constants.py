@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cvm import limits
-from cvm.chain import model_commitment
+from cvm.chain import model_commitment, protocol
 from cvm.chain.precompile import CVM_PRECOMPILE_ADDRESS
 from cvm.chain.trace_precompile import CVM_TRACE_ADDRESS
 
@@ -24,11 +24,12 @@ MIRRORS = {  # (contract file, constant) -> the Python value it must equal
     ("ICVM", "TRACE_PRECOMPILE"): int.from_bytes(CVM_TRACE_ADDRESS, "big"),
     ("Referee", "NONE"): model_commitment.ACTIVATION_NONE,
     ("DisputeGame", "WORD_LEVELS"): model_commitment.WORD_LEVELS,  # word-tree levels per Inner round
+    ("InferenceOracle", "MAX_COMMITTEE"): protocol.MAX_COMMITTEE,  # seats: every drawn operator that commits
     # the referee's op codes (cvm.chain.model_commitment.OPS; reshape and flatten share one)
     **{("Referee", op.upper()): code for op, code in model_commitment.OPS.items() if op != "flatten"},
 }
 SOLIDITY_ONLY = {  # constants with no Python counterpart, and why
-    ("InferenceOracle", "MAX_COMMITTEE"): "bounds the oracle's loops over a committee; the node reads committeeSize()",
+    ("ModelRegistry", "REFEREE_DELAY"): "how long a listing's replaced referee commitment waits (longer than a request's life)",
     ("InferenceOracle", "CALLBACK_GAS_RESERVE"): "gas kept back for the oracle after a consumer's callback",
     ("DisputeGame", "MAX_DEPTH"): "2^16 trace leaves: more than the largest graph's nodes plus its input (tested)",
     ("InferenceOracle", "MAX_CALLBACK_GAS"): "bounds callbackGasLimit so that a finalising reveal fits a block",
@@ -43,6 +44,8 @@ def _value(text: str) -> int:
     text = text.replace("_", "").strip()
     if m := re.fullmatch(r"address\((0x[0-9a-fA-F]+)\)", text):
         return int(m.group(1), 16)
+    if m := re.fullmatch(r"(\d+)\s*days", text):
+        return int(m.group(1)) * 86_400
     if m := re.fullmatch(r"(\d+)\s*<<\s*(\d+)", text):
         return int(m.group(1)) << int(m.group(2))
     return int(text, 0)
