@@ -63,9 +63,10 @@ def setup_oracle(model: cvm.Model, workdir: Path, uri: str, backend: str = "numb
 
 
 def run_until_answered(s: OracleSetup, request_ids: list[int], window: int = 0) -> None:
-    """Steps every operator until no request is pending (at most MAX_ROUNDS passes). With a challenge
-    window, once the quorum has revealed, the embedded chain's clock is moved past the reveal deadline plus
-    the window, so that an operator calls finalize."""
+    """Steps every operator until no request is pending (at most MAX_ROUNDS passes). Once every drawn
+    operator has committed, the embedded chain's clock is moved past the commit deadline (seats are
+    drawn until then, reveals open after it); with a challenge window, once the quorum has revealed, past
+    the reveal deadline plus the window, so that an operator calls finalize."""
     for _ in range(MAX_ROUNDS):
         for op in s.operators:
             op.step()
@@ -75,6 +76,8 @@ def run_until_answered(s: OracleSetup, request_ids: list[int], window: int = 0) 
             return
         if window and all(r["reveals"] >= CONFIG.quorum for r in pending):  # revealed: let the window pass
             s.chain.advance_time(max(r["revealDeadline"] for r in pending) + window + 10 - s.chain.timestamp())
+        elif all(r["reveals"] == 0 for r in pending):  # committed: let the commit window pass
+            s.chain.advance_time(max(max(r["commitDeadline"] for r in pending) + 1 - s.chain.timestamp(), 1))
     raise RuntimeError(f"requests {request_ids} still pending after {MAX_ROUNDS} operator rounds")
 
 

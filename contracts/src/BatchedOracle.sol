@@ -17,11 +17,12 @@ import {OracleCore} from "./InferenceOracle.sol";
 ///   request ──▶ commitSigned (the k..n signed commits, one tx) ──▶ reveal (the openings, one tx:
 ///   finalises and calls back) ──▶ [settle: refund / slash whoever did not reveal]
 ///
-/// Any member may still commit (`commit`) or reveal alone, and anyone may submit a member's signed
-/// commit or its opening: an aggregator that drops a commit or a reveal only costs that member one
-/// transaction of its own before the deadline. A commitment binds the operator's address and salt
-/// (InferenceOracle's rule), and no opening is accepted before the committee is full or the commit
-/// deadline passed, so no one who sees openings can copy them into a commitment of its own.
+/// Any member may still commit (`commit`) or reveal alone, and any member may submit others' signed
+/// commits or openings (nobody outside the committee: `NotSeated`): an aggregator that drops a commit
+/// or a reveal only costs that member one transaction of its own before the deadline. A commitment
+/// binds the operator's address, salt and output bytes (OracleCore.commitmentFor), and no opening is
+/// accepted before the commit deadline, so no one who sees openings can copy them into a commitment
+/// of its own, and only the committed bytes can finalise.
 contract BatchedOracle is OracleCore {
     /// A request's whole state. Storage holds keccak256(abi.encode(round)) with the status in its
     /// lowest byte (`_key`); a call with any other round reverts `StaleRound`.
@@ -97,6 +98,9 @@ contract BatchedOracle is OracleCore {
     event RoundUpdated(uint256 indexed requestId, bytes round);
 
     error StaleRound(uint256 requestId);
+    /// Only a seated member (or, for commitSigned, one of the signers) submits a round's commits and
+    /// openings: nobody outside the committee can make an aggregated submission stale by going first.
+    error NotSeated(uint256 requestId, address submitter);
     error BadSignature(uint256 index);
 
 
@@ -149,13 +153,15 @@ contract BatchedOracle is OracleCore {
     }
 
     /// Commits every signer of `commits` (each an EIP-712 signature over Commit(requestId,
-    /// commitment), `commitDigest`): anyone may submit them, the signatures say who commits.
+    /// commitment), `commitDigest`): the submitter is one of them or already seated; the signatures
+    /// say who commits.
     function commitSigned(uint256 requestId, Round calldata round, SignedCommit[] calldata commits)
         external
         nonReentrant
     {
         Round memory r = _load(requestId, round);
         bytes32 seed = _seed(requestId, r.requestBlock);
+        bool member = _isSeated(r, msg.sender);
         _grow(r, commits.length);
         for (uint256 i = 0; i < commits.length; i++) {
             SignedCommit calldata c = commits[i];
@@ -163,7 +169,9 @@ contract BatchedOracle is OracleCore {
             address signer = ecrecover(commitDigest(requestId, c.commitment), c.v, c.r, c.s);
             if (signer == address(0)) revert BadSignature(i);
             _commit(requestId, r, seed, signer, c.commitment);
+            if (signer == msg.sender) member = true;
         }
+        if (!member) revert NotSeated(requestId, msg.sender);
         _store(requestId, r);
     }
 
@@ -222,7 +230,7 @@ contract BatchedOracle is OracleCore {
     // ---------------------------------------------------------------- reveals
 
     /// Opens any number of commitments of one output (the aggregator's batch, or one member alone);
-    /// anyone may submit an opening, which the commitment authenticates. The first vote that reaches
+    /// any seated member may submit openings, which the commitments authenticate. The first vote that reaches
     /// the quorum (window 0) finalises: the round's revealers of that vote share the fee, and the
     /// consumer is called back. After finalisation, an agreeing opening gets its bond back.
     function reveal(uint256 requestId, Round calldata round, Opening[] calldata openings, bytes calldata output)
@@ -230,6 +238,7 @@ contract BatchedOracle is OracleCore {
         nonReentrant
     {
         Round memory r = _load(requestId, round);
+        if (!_isSeated(r, msg.sender)) revert NotSeated(requestId, msg.sender);
         if (r.status == Status.Expired) revert RequestNotPending(requestId);
         if (block.timestamp <= r.commitDeadline) revert RevealPhaseNotOpen(requestId); // seating is open
         if (block.timestamp > uint256(r.commitDeadline) + revealWindow) revert RevealPhaseOver(requestId);

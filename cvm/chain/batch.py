@@ -140,17 +140,56 @@ def round_from_receipt(oracle: Contract, receipt) -> Round:
     return unpack_round(ev["args"]["requestId"], bytes(ev["args"]["round"]))
 
 
-def commit_digest(chain_id: int, oracle: str, request_id: int, commitment: bytes) -> bytes:
-    """BatchedOracle.commitDigest: the EIP-712 digest of Commit(requestId, commitment)."""
-    codec = Web3().codec
-    domain = Web3.keccak(codec.encode(
+def _domain(chain_id: int, oracle: str) -> bytes:
+    """BatchedOracle's EIP-712 domain separator (name "CVM BatchedOracle", version "1")."""
+    return Web3.keccak(Web3().codec.encode(
         ["bytes32", "bytes32", "bytes32", "uint256", "address"],
         [Web3.keccak(text="EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
          Web3.keccak(text="CVM BatchedOracle"), Web3.keccak(text="1"), chain_id, oracle]))
-    struct = Web3.keccak(codec.encode(["bytes32", "uint256", "bytes32"],
-                                      [Web3.keccak(text="Commit(uint256 requestId,bytes32 commitment)"),
-                                       request_id, commitment]))
-    return Web3.keccak(b"\x19\x01" + domain + struct)
+
+
+def commit_digest(chain_id: int, oracle: str, request_id: int, commitment: bytes) -> bytes:
+    """BatchedOracle.commitDigest: the EIP-712 digest of Commit(requestId, commitment)."""
+    struct = Web3.keccak(Web3().codec.encode(["bytes32", "uint256", "bytes32"],
+                                             [Web3.keccak(text="Commit(uint256 requestId,bytes32 commitment)"),
+                                              request_id, commitment]))
+    return Web3.keccak(b"\x19\x01" + _domain(chain_id, oracle) + struct)
+
+
+OPEN_TYPE = "Open(uint256 requestId,bytes32 outputHash,bytes32 outputKeccak,bytes32 traceRoot,bytes32 salt)"
+
+
+def open_digest(chain_id: int, oracle: str, request_id: int, output_hash: bytes, output: bytes, trace_root: bytes,
+                salt: bytes) -> bytes:
+    """The EIP-712 digest an operator signs to post its opening to the relay (the relay's proof of who
+    posted it; the oracle needs no signature: the opening proves itself against the commitment)."""
+    struct = Web3.keccak(Web3().codec.encode(
+        ["bytes32", "uint256", "bytes32", "bytes32", "bytes32", "bytes32"],
+        [Web3.keccak(text=OPEN_TYPE), request_id, output_hash, Web3.keccak(output), trace_root, salt]))
+    return Web3.keccak(b"\x19\x01" + _domain(chain_id, oracle) + struct)
+
+
+def _hex(b: bytes) -> str:
+    return "0x" + bytes(b).hex()
+
+
+def sign_opening(account: LocalAccount, chain_id: int, oracle: str, request_id: int, output_hash: bytes,
+                 output: bytes, trace_root: bytes, salt: bytes) -> dict:
+    """An operator's opening as the relay takes it (POST /open), signed."""
+    sig = account.unsafe_sign_hash(open_digest(chain_id, oracle, request_id, output_hash, output, trace_root, salt))
+    return {"oracle": oracle, "chainId": chain_id, "requestId": request_id, "operator": account.address,
+            "outputHash": _hex(output_hash), "traceRoot": _hex(trace_root), "salt": _hex(salt), "output": _hex(output),
+            "v": sig.v, "r": _hex(sig.r.to_bytes(32, "big")), "s": _hex(sig.s.to_bytes(32, "big"))}
+
+
+def opening_signer(msg: dict) -> str:
+    """Who signed a posted opening."""
+    from eth_account import Account
+
+    b = lambda k: bytes.fromhex(msg[k][2:])  # noqa: E731
+    digest = open_digest(int(msg["chainId"]), Web3.to_checksum_address(msg["oracle"]), int(msg["requestId"]),
+                         b("outputHash"), b("output"), b("traceRoot"), b("salt"))
+    return Account._recover_hash(digest, vrs=(msg["v"], int(msg["r"], 16), int(msg["s"], 16)))
 
 
 def sign_commit(account: LocalAccount, chain_id: int, oracle: str, request_id: int, commitment: bytes) -> dict:

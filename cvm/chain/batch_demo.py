@@ -55,7 +55,7 @@ def run_batched_demo(index: int = 0, backend: str = "numba") -> int:
         send(w3, key, oracle.functions.stake(), value=config.min_stake)
     chain.mine()  # stakes older than the request: every operator may be drawn
 
-    server = relay.serve(port=0)
+    server = relay.serve(w3, [oracle.address], port=0)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         operators = [BatchedOperator(w3, key, oracle.address, store, workdir / f"node{i + 1}.sqlite",

@@ -33,7 +33,7 @@ import urllib.request
 from web3 import Web3
 
 from cvm.chain.batch import (
-    Round, StaleRound, latest_round, opening_tuple, sign_commit, signed_commit_tuple,
+    Round, StaleRound, latest_round, opening_tuple, sign_commit, sign_opening, signed_commit_tuple,
 )
 from cvm.chain.contracts import contract_at
 from cvm.chain.disputant import Claim, Disputant
@@ -173,9 +173,8 @@ class BatchedOperator(Operator):
             self._submit(job, "reveal", self.oracle.functions.reveal(job.request_id, r.call, [mine], job.output),
                          self.reveal_gas(job) + OPENING_GAS)
             return
-        self._relay("/open", {"oracle": self.oracle.address, "requestId": job.request_id, "operator": me,
-                              "outputHash": "0x" + job.output_hash.hex(), "traceRoot": "0x" + job.trace_root.hex(),
-                              "salt": "0x" + job.salt.hex(), "output": "0x" + job.output.hex()})
+        self._relay("/open", sign_opening(self.account, self.chain_id, self.oracle.address, job.request_id,
+                                          job.output_hash, job.output, job.trace_root, job.salt))
         # openings of my output that are still unrevealed on chain (others' outputs go in their own batches)
         same = [o for o in self._board(job.request_id)["openings"]
                 if o["output"] == "0x" + job.output.hex() and r.commitment_of(o["operator"]) is not None]

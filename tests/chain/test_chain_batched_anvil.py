@@ -57,7 +57,7 @@ def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path, processes):
             processes.start([sys.executable, "-m", *args], logs[-1], env, cwd=ROOT)
 
         try:
-            start(["cvm.chain.relay", "--port", str(port)], "relay")
+            start(["cvm.chain.relay", "--port", str(port), "--rpc", url, "--oracle", oracle.address], "relay")
             for i, k in enumerate(op_keys):
                 start(["cvm.chain.batch_node", "--rpc", url, "--key", "env:CVM_TEST_OPERATOR_KEY", "--oracle",
                        oracle.address, "--models", str(store.directory), "--db", str(tmp_path / f"op{i}.sqlite"),

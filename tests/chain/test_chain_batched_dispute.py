@@ -63,9 +63,16 @@ class Colluder(BatchedOperator):
 
 @pytest.fixture
 def board():
-    server = relay.serve(port=0)
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    """board(w3, oracle) -> the URL of a relay (in process) serving that oracle; stopped after the test."""
+    servers = []
+
+    def start(w3, oracle) -> str:
+        servers.append(relay.serve(w3, [oracle.address], port=0))
+        return f"http://127.0.0.1:{servers[-1].server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
 
 
 def committee(w3, keys, oracle, store, tmp_path, url):
@@ -152,7 +159,7 @@ def test_one_honest_batched_node_beats_a_colluding_majority(tmp_path, board, win
     if not CNN.exists():
         pytest.skip(f"{CNN} is not committed")
     env = embedded_env(tmp_path)
-    ops = committee(env.w3, env.operators, env.oracle, env.store, tmp_path, board)
+    ops = committee(env.w3, env.operators, env.oracle, env.store, tmp_path, board(env.w3, env.oracle))
     rid = play_round(env.w3, env.oracle, env.model, ops, env.player, env.chain.advance_time, window)
     check_outcome(env.w3, env.oracle, ops, rid, window)
 
@@ -179,7 +186,7 @@ def test_one_honest_batched_node_beats_a_colluding_majority_on_anvil(tmp_path, b
             w3.provider.make_request("evm_increaseTime", [seconds])
             w3.provider.make_request("evm_mine", [])
 
-        ops = committee(w3, op_keys, dep.oracle, store, tmp_path, board)
+        ops = committee(w3, op_keys, dep.oracle, store, tmp_path, board(w3, dep.oracle))
         rid = play_round(w3, dep.oracle, model, ops, player, advance, WINDOW)
         check_outcome(w3, dep.oracle, ops, rid, WINDOW)
         game = ops[2].disputant.game
@@ -196,7 +203,7 @@ and the third request gets it."""
     store, model, chain = env.store, env.model, env.chain
     assert CONFIG.min_stake // CONFIG.slash_amount == 2
     node = BatchedOperator(env.w3, env.operators[0], env.oracle.address, store, tmp_path / "op0.sqlite",
-                           backend=BACKEND, retry_delay=0.0, relay=board)
+                           backend=BACKEND, retry_delay=0.0, relay=board(env.w3, env.oracle))
     rids = []
     for i in range(3):
         r = env.send(env.player, env.oracle.functions.request(model.hash, bytes([i, 2, 3, 4]), env.player.address),

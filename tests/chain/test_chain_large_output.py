@@ -124,7 +124,7 @@ def test_a_batched_round_with_a_256_kb_output_gives_the_callback_its_whole_gas_l
     r = env.send(env.player, env.oracle.functions.request(model.hash, data, probe.address), value=env.fee)
     rid = env.oracle.events.InferenceRequested().process_receipt(r, errors=DISCARD)[0]["args"]["requestId"]
     chain.mine()
-    server = relay.serve(port=0)
+    server = relay.serve(env.w3, [env.oracle.address], port=0)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         ops = [BatchedOperator(env.w3, key, env.oracle.address, store, tmp_path / f"op{i}.sqlite", backend=BACKEND,

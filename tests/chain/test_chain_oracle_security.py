@@ -57,16 +57,38 @@ def dispute_ids(env, receipt) -> list[int]:
 
 
 def test_an_outsider_cannot_substitute_the_output(env):
+    """The members' openings are public (relay, mempool): an outsider may not submit them at all, and a
+    member (a colluder) that submits honest members' openings with other bytes is refused too."""
     ops, outsider = env.operators[:3], env.chain.keys[7]
     rnd = Round_(env)
-    rnd.commit_signed(outsider, [rnd.signed(op) for op in ops])
+    rnd.commit_signed(ops[2], [rnd.signed(op) for op in ops])
     forged = bytes(len(rnd.output))
-    with reverts("CommitmentMismatch"):  # the members' public openings with other bytes
+    with reverts("NotSeated"):
         rnd.reveal(outsider, [rnd.opening(op) for op in ops[:2]], output=forged)
-    r = rnd.reveal(outsider, [rnd.opening(op) for op in ops[:2]], gas=env.oracle.functions.revealGas(3).call())
+    with reverts("CommitmentMismatch"):  # the members' openings with other bytes
+        rnd.reveal(ops[2], [rnd.opening(op) for op in ops[:2]], output=forged)
+    r = rnd.reveal(ops[2], [rnd.opening(op) for op in ops[:2]], gas=env.oracle.functions.revealGas(3).call())
     assert rnd.round.status == Status.FINALIZED
     assert bytes(env.oracle.events.Finalized().process_receipt(r, errors=DISCARD)[0]["args"]["output"]) == rnd.output
-    assert env.claimable(outsider.address) == 0  # 4: the callback's gas is refunded to members only
+
+
+def test_an_outsider_cannot_make_an_aggregated_submission_stale(env):
+    """Before, anyone could submit one member's public signed commit or opening just ahead of the
+    aggregator's batch, whose round was then stale (StaleRound), for free. Now only members submit:
+    the outsider's copy reverts at once, and the aggregator's batch on the round it read lands."""
+    ops, outsider = env.operators[:3], env.chain.keys[7]
+    rnd = Round_(env)
+    before = rnd.round
+    with reverts("NotSeated"):
+        rnd.commit_signed(outsider, [rnd.signed(ops[1])])
+    assert rnd.round.call == before.call
+    rnd.commit_signed(ops[0], [rnd.signed(op) for op in ops])
+    committed = rnd.round
+    with reverts("NotSeated"):
+        rnd.reveal(outsider, [rnd.opening(ops[1])])
+    assert rnd.round.call == committed.call
+    rnd.reveal(ops[0], [rnd.opening(op) for op in ops[:2]], gas=env.oracle.functions.revealGas(3).call())
+    assert rnd.round.status == Status.FINALIZED
 
 
 def test_a_member_that_finalises_is_refunded_the_callback_gas(env):
@@ -99,13 +121,13 @@ def test_drawn_attackers_committing_first_do_not_lock_out_a_drawn_honest_operato
     rnd = drawn_for_all(env, attackers, WINDOW)
     forged = bytes(len(rnd.output))
     f_root, h = NO_TRACE, Trace_()
-    rnd.commit_signed(relay, [rnd.signed(a, output=forged) for a in attackers])
+    rnd.commit_signed(attackers[0], [rnd.signed(a, output=forged) for a in attackers])
     rnd.send(honest, env.oracle.functions.commit, rnd.commitment(honest, root=h.root))  # was CommitteeFull
     assert rnd.round.committers[-1] == honest.address
     with reverts("RevealPhaseNotOpen"):
-        rnd.send(relay, env.oracle.functions.reveal, [rnd.opening(a) for a in attackers], forged)
+        rnd.send(attackers[0], env.oracle.functions.reveal, [rnd.opening(a) for a in attackers], forged)
 
-    rnd.reveal(relay, [rnd.opening(a, root=f_root) for a in attackers], output=forged)
+    rnd.reveal(attackers[0], [rnd.opening(a, root=f_root) for a in attackers], output=forged)
     rnd.reveal(honest, [rnd.opening(honest, root=h.root)])
     assert rnd.round.status == Status.PENDING  # the window: nothing final before it ends
     game, ids = game_of(env), []
@@ -139,8 +161,8 @@ def test_an_operator_without_a_seat_challenges_and_wins(env):
     env.send(outsider, env.oracle.functions.stake(), value=CONFIG.min_stake)  # after the request: no seat
     assert not env.oracle.functions.isDrawn(rnd.rid, rnd.round.call, outsider.address).call()
     forged, h = bytes(len(rnd.output)), Trace_()
-    rnd.commit_signed(relay, [rnd.signed(a, output=forged) for a in attackers])
-    rnd.reveal(relay, [rnd.opening(a) for a in attackers], output=forged)
+    rnd.commit_signed(attackers[0], [rnd.signed(a, output=forged) for a in attackers])
+    rnd.reveal(attackers[0], [rnd.opening(a) for a in attackers], output=forged)
     with reverts("SeatedOperator"):
         env.send(attackers[0], env.oracle.functions.challenge(rnd.rid, rnd.round.call, attackers[1].address,
                                                               claim(rnd, h.root), claim(rnd, NO_TRACE, forged)))
@@ -173,7 +195,7 @@ def test_a_refuted_vote_never_finalises_on_the_fast_path(env):
     ops, relay = env.operators[:3], env.chain.keys[7]
     rnd = Round_(env)
     forged, h = bytes(len(rnd.output)), Trace_()
-    rnd.commit_signed(relay, [sign_commit(ops[0], env.w3.eth.chain_id, env.oracle.address, rnd.rid,
+    rnd.commit_signed(ops[0], [sign_commit(ops[0], env.w3.eth.chain_id, env.oracle.address, rnd.rid,
                                           rnd.commitment(ops[0], root=h.root)),
                               rnd.signed(ops[1], output=forged), rnd.signed(ops[2], output=forged)])
     rnd.reveal(ops[0], [rnd.opening(ops[0], root=h.root)])
@@ -200,9 +222,9 @@ def test_claiming_the_honest_vote_and_losing_on_purpose_refutes_nothing(env):
     forged, h, f = bytes(len(rnd.output)), Trace_(), Trace_()
     sign = lambda op, root, out=None: sign_commit(op, env.w3.eth.chain_id, env.oracle.address, rnd.rid,  # noqa: E731
                                                   rnd.commitment(op, root=root, output=out))
-    rnd.commit_signed(relay, [sign(honest, h.root), sign(colluder, f.root, forged)])
-    rnd.reveal(relay, [rnd.opening(honest, root=h.root)])
-    rnd.reveal(relay, [rnd.opening(colluder, root=f.root)], output=forged)
+    rnd.commit_signed(honest, [sign(honest, h.root), sign(colluder, f.root, forged)])
+    rnd.reveal(honest, [rnd.opening(honest, root=h.root)])
+    rnd.reveal(colluder, [rnd.opening(colluder, root=f.root)], output=forged)
     game = game_of(env)
     r = env.send(attacker, env.oracle.functions.challenge(rnd.rid, rnd.round.call, colluder.address,
                                                           claim(rnd, h.root), claim(rnd, f.root, forged)))

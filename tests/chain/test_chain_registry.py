@@ -145,6 +145,7 @@ def serve(env, ops, rid: int) -> dict:
             op.step()
         if env.request_state(rid)["status"] != Status.PENDING:
             break
+        env.open_reveals(rid)
     return {"state": env.request_state(rid), "notes": [op.job(rid).note for op in ops if op.job(rid)]}
 
 

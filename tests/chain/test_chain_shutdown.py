@@ -111,7 +111,8 @@ def test_a_batched_node_and_its_relay_stop_while_the_chain_is_dead(tmp_path, pro
     deployer, operator = anvil_keys(2)
     port = free_port()
     relay_log, node_log = tmp_path / "relay.log", tmp_path / "node.log"
-    relay = processes.start([sys.executable, "-m", "cvm.chain.relay", "--port", str(port)], relay_log, cwd=ROOT)
+    relay = processes.start([sys.executable, "-m", "cvm.chain.relay", "--port", str(port), "--rpc",
+                             "http://127.0.0.1:9", "--oracle", "0x" + "00" * 19 + "01"], relay_log, cwd=ROOT)
     with running_anvil(tmp_path) as (url, w3):
         dep = deploy_batched_oracle(w3, deployer, CONFIG)
         argv = node_argv("cvm.chain.batch_node", url, dep.oracle.address, tmp_path, tmp_path / "node.sqlite",

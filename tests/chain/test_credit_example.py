@@ -100,6 +100,9 @@ def test_with_a_challenge_window_the_decision_waits_for_finalize(tmp_path):
     request_id, _ = apply(d, d.borrowers[0], model.encode_input(model.quantize_input(xte[:1])))
     for op in d.operators:
         op.step()
+    d.chain.advance_time(CONFIG.commit_window + 1)  # seats are drawn until the commit deadline
+    for op in d.operators:
+        op.step()
     assert line(d, d.borrowers[0])["state"] == "pending"    # revealed, but the window is open
     run_until_decided(d, [request_id])
     rows = gas_by_request(d, 0)[request_id]
