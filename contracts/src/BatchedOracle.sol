@@ -81,6 +81,9 @@ contract BatchedOracle is OracleCore {
     bytes32 private constant NAME_HASH = keccak256("CVM BatchedOracle");
     bytes32 private constant VERSION_HASH = keccak256("1");
     /// secp256k1n / 2: a larger s is the other of a signature's two forms.
+    /// A bit of the stored word's low byte (beside the status): a dispute was opened on the request, so
+    /// the fast path must ask whether a vote was refuted (a read it skips otherwise).
+    bytes32 private constant DISPUTED = bytes32(uint256(0x80));
     bytes32 private constant HALF_N = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0;
 
     mapping(uint256 => bytes32) private _rounds;
@@ -117,20 +120,17 @@ contract BatchedOracle is OracleCore {
         override
         returns (uint256 requestId)
     {
-        uint32 outputBytes;
-        (requestId, outputBytes) = _admit(modelHash, input);
         Round memory r;
+        (requestId, r.outputBytes, r.bond) = _admit(modelHash, input);
         r.modelHash = modelHash;
         r.inputHash = keccak256(input);
         r.requester = msg.sender;
         r.callback = callback;
         r.fee = uint128(msg.value);
         r.totalStake = uint128(totalStake);
-        r.bond = bondFor(modelHash);
         r.requestBlock = uint64(block.number);
         r.commitDeadline = uint64(block.timestamp + commitWindow);
         r.challengeWindow = window;
-        r.outputBytes = outputBytes;
         r.status = Status.Pending;
         _store(requestId, r);
         _emitRequested(requestId, r, input);
@@ -253,7 +253,7 @@ contract BatchedOracle is OracleCore {
             if (result != bytes32(0)) {
                 if (vote == result) _release(r, i);
             } else if (finalVote == bytes32(0) && r.challengeWindow == 0 && _votes(r, vote) == _threshold(r.committers.length)
-                && !refuted[requestId][vote]) {
+                && !_refutedAfterDispute(requestId, vote)) {
                 (finalVote, finalHash) = (vote, openings[o].outputHash);
             }
         }
@@ -365,6 +365,7 @@ contract BatchedOracle is OracleCore {
         bytes32 key = _disputeKey(voteC, voteD, msg.sender, defender);
         if (disputed[requestId][key]) revert AlreadyDisputed(requestId);
         disputed[requestId][key] = true;
+        _rounds[requestId] |= DISPUTED;
         Disputes storage d = disputesOf[requestId];
         d.open += 1;
         d.opened = 1;
@@ -404,12 +405,12 @@ contract BatchedOracle is OracleCore {
     // ---------------------------------------------------------------- views
 
     function statusOf(uint256 requestId) external view returns (Status) {
-        return Status(uint8(uint256(_rounds[requestId])));
+        return Status(uint8(uint256(_rounds[requestId] & ~DISPUTED)));
     }
 
     /// The stored word of a request: keccak256(abi.encode(round)) with the status in the lowest byte.
     function roundKey(uint256 requestId) external view returns (bytes32) {
-        return _rounds[requestId];
+        return _rounds[requestId] & ~DISPUTED;
     }
 
     function keyOf(Round calldata round) external pure returns (bytes32) {
@@ -440,14 +441,14 @@ contract BatchedOracle is OracleCore {
     }
 
     function _load(uint256 requestId, Round calldata round) private view returns (Round memory r) {
-        bytes32 stored = _rounds[requestId];
+        bytes32 stored = _rounds[requestId] & ~DISPUTED;
         if (stored == bytes32(0)) revert UnknownRequest(requestId);
         r = round;
         if (_key(r) != stored) revert StaleRound(requestId);
     }
 
     function _store(uint256 requestId, Round memory r) private {
-        _rounds[requestId] = _key(r);
+        _rounds[requestId] = _key(r) | (_rounds[requestId] & DISPUTED);
         emit RoundUpdated(requestId, _packed(r));
     }
 
@@ -571,6 +572,10 @@ contract BatchedOracle is OracleCore {
     /// the fee (the vote's list holds only them: no committer revealed it).
     function _payChallengers(uint256 requestId, bytes32 vote, uint256 amount) private {
         _share(_voters[requestId][vote], amount);
+    }
+
+    function _refutedAfterDispute(uint256 requestId, bytes32 vote) private view returns (bool) {
+        return _rounds[requestId] & DISPUTED != 0 && refuted[requestId][vote];
     }
 
     function _isSeated(Round memory r, address account) private pure returns (bool) {

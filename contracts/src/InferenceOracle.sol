@@ -321,14 +321,18 @@ abstract contract OracleCore {
         virtual
         returns (uint256 requestId);
 
-    /// The checks every request passes (model active, fee, input length) and its new id.
-    function _admit(bytes32 modelHash, bytes calldata input) internal returns (uint256 id, uint32 outputBytes) {
-        (bool active, uint64 gas, uint32 inputBytes, uint32 outputBytes_) = registry.terms(modelHash);
+    /// The checks every request passes (model active, fee, input length), its new id, the model's
+    /// output size and the bond each seat locks (`bondFor`).
+    function _admit(bytes32 modelHash, bytes calldata input)
+        internal
+        returns (uint256 id, uint32 outputBytes, uint128 bond)
+    {
+        (bool active, uint64 gas, uint32 inputBytes, uint32 outputBytes_, uint64 disputeGas) = registry.terms(modelHash);
         if (!active) revert ModelNotAvailable(modelHash);
         uint256 required = _fee(gas, outputBytes_);
         if (msg.value < required) revert FeeTooLow(msg.value, required);
         if (input.length != inputBytes) revert InputLengthMismatch(input.length, inputBytes);
-        (id, outputBytes) = (_nextRequestId, outputBytes_);
+        (id, outputBytes, bond) = (_nextRequestId, outputBytes_, _bond(disputeGas));
         _nextRequestId = id + 1;
     }
 
@@ -341,7 +345,7 @@ abstract contract OracleCore {
     /// + operatorGasPrice * (n * (OPERATOR_ROUND_GAS + 16 * outputBytes) + callbackGasLimit):
     /// the operators' compute and the chain gas of their commits, reveals and the callback.
     function feeFor(bytes32 modelHash) public view returns (uint256) {
-        (, uint64 gas,, uint32 outputBytes) = registry.terms(modelHash);
+        (, uint64 gas,, uint32 outputBytes,) = registry.terms(modelHash);
         return _fee(gas, outputBytes);
     }
 
@@ -387,13 +391,14 @@ abstract contract OracleCore {
     /// The bond each seat locks for a request on `modelHash`: at least `slashAmount`, and at least
     /// twice the model's worst-case dispute gas at `operatorGasPrice` (the winner of a dispute gets
     /// half of a slashed bond, which then covers its gas) (ModelRegistry.disputeGas).
-    function bondFor(bytes32 modelHash) public view returns (uint128) {
-        uint256 bond = 2 * uint256(operatorGasPrice) * _disputeGas(modelHash);
-        return bond > slashAmount ? uint128(bond) : slashAmount;
+    function bondFor(bytes32 modelHash) external view returns (uint128) {
+        (,,,, uint64 disputeGas) = registry.terms(modelHash);
+        return _bond(disputeGas);
     }
 
-    function _disputeGas(bytes32 modelHash) internal view returns (uint256) {
-        return registry.disputeGas(modelHash);
+    function _bond(uint256 disputeGas) internal view returns (uint128) {
+        uint256 bond = 2 * uint256(operatorGasPrice) * disputeGas;
+        return bond > slashAmount ? uint128(bond) : slashAmount;
     }
 
     /// The window a plain `request` gets: the fast path (0) for a callback that holds no value, the
@@ -620,7 +625,8 @@ contract InferenceOracle is OracleCore {
         returns (uint256 requestId)
     {
         uint32 outputBytes;
-        (requestId, outputBytes) = _admit(modelHash, input);
+        uint128 bond;
+        (requestId, outputBytes, bond) = _admit(modelHash, input);
         Stored storage r = _requests[requestId];
         r.modelHash = modelHash;
         r.inputHash = keccak256(input);
@@ -633,7 +639,6 @@ contract InferenceOracle is OracleCore {
         r.fee = uint128(msg.value);
         r.totalStake = uint128(totalStake);
         if (window != 0) r.challengeWindow = window;
-        uint128 bond = bondFor(modelHash);
         if (bond != slashAmount) r.bond = bond;
         _emitRequested(requestId, r, window, input);
     }

@@ -33,6 +33,7 @@ contract ModelRegistry {
         uint64 gas; // static CVM cost of one sample
         uint32 inputBytes; // wire size of one input sample
         uint32 outputBytes; // wire size of one output sample
+        uint64 disputeGas; // the honest side's worst-case dispute gas, set with the referee commitment
         bytes32 calibrationHash;
         string uri;
         TensorSpec input;
@@ -70,7 +71,6 @@ contract ModelRegistry {
     mapping(bytes32 => Model) private _models; // by listing id
     mapping(bytes32 => bytes32) private _fileOf; // listing id -> model hash (0 for the author's: id = hash)
     mapping(bytes32 => RefereeCommitment) private _referee;
-    mapping(bytes32 => uint64) private _disputeGas;
     mapping(bytes32 => PendingReferee) private _pendingReferee;
     mapping(bytes32 => TensorSpec[]) private _extraInputs;
     /// registration commitment -> block number it was made in
@@ -208,7 +208,6 @@ contract ModelRegistry {
         delete _models[id];
         delete _extraInputs[id];
         delete _referee[id];
-        delete _disputeGas[id];
         delete _pendingReferee[id];
     }
 
@@ -292,7 +291,7 @@ contract ModelRegistry {
 
     function _setReferee(bytes32 id, RefereeCommitment memory c, uint64 disputeGas_) private {
         _referee[id] = c;
-        _disputeGas[id] = disputeGas_;
+        _models[id].disputeGas = disputeGas_; // beside gas and sizes: `terms` reads it in the same slot
         emit RefereeCommitted(id, c.root);
         emit DisputeGasSet(id, disputeGas_);
     }
@@ -305,7 +304,7 @@ contract ModelRegistry {
     /// The honest side's worst-case gas in a dispute about the listing's model, set with its referee
     /// commitment (0 when none).
     function disputeGas(bytes32 id) external view returns (uint64) {
-        return _disputeGas[id];
+        return _models[id].disputeGas;
     }
 
     /// The proposed replacement of the listing's referee commitment (effectiveAt 0: none).
@@ -324,10 +323,10 @@ contract ModelRegistry {
     function terms(bytes32 modelHash)
         external
         view
-        returns (bool active, uint64 gas, uint32 inputBytes_, uint32 outputBytes_)
+        returns (bool active, uint64 gas, uint32 inputBytes_, uint32 outputBytes_, uint64 disputeGas_)
     {
         Model storage m = _models[modelHash];
-        return (m.author != address(0) && !m.deprecated, m.gas, m.inputBytes, m.outputBytes);
+        return (m.author != address(0) && !m.deprecated, m.gas, m.inputBytes, m.outputBytes, m.disputeGas);
     }
 
     /// True when the model is registered and not deprecated: new requests may use it.

@@ -113,6 +113,9 @@ def make_handler(board: Board) -> type[BaseHTTPRequestHandler]:
                 board.post(kind, json.loads(self.rfile.read(length)))
             except (ValueError, TypeError, KeyError, AttributeError) as e:  # Refused is a ValueError
                 return self._reply(400, {"error": str(e) or type(e).__name__})
+            except Exception as e:  # the chain could not be read (RPC down, a call reverted): try again later
+                log.warning("%s: could not check a message: %s: %s", self.path, type(e).__name__, e)
+                return self._reply(503, {"error": f"could not check the message against the chain: {type(e).__name__}"})
             self._reply(200, {"ok": True})
 
         def do_GET(self):  # noqa: N802

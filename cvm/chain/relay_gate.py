@@ -21,7 +21,7 @@ from web3 import Web3
 
 from cvm.chain.batch import Round, StaleRound, latest_round, opening_signer, signer_of
 from cvm.chain.contracts import contract_at
-from cvm.chain.protocol import commitment
+from cvm.chain.protocol import commitment, is_drawn
 from cvm.chain.states import Status
 
 
@@ -36,6 +36,7 @@ class Gate:
         self._chain_id: int | None = None
         self.oracles = {Web3.to_checksum_address(a): contract_at(w3, "BatchedOracle", a) for a in oracles}
         self._blocks: dict[tuple[str, int], int] = {}  # (oracle, request) -> block of its request
+        self._terms: dict[str, tuple[int, int]] = {}  # oracle -> (minStake, committeeSize)
         self._lock = threading.Lock()  # one chain read at a time (the server answers on many threads)
 
     def check(self, kind: str, msg: dict) -> str:
@@ -83,8 +84,20 @@ class Gate:
     def _check_commit(self, oracle, r: Round, operator: str) -> None:
         if r.status != Status.PENDING or self.w3.eth.get_block("latest")["timestamp"] > r.fields["commitDeadline"]:
             raise Refused(f"request {r.request_id} takes no more commits")
-        if not oracle.functions.isDrawn(r.request_id, r.call, operator).call():
+        if not self._drawn(oracle, r, operator):
             raise Refused(f"{operator} is not drawn for request {r.request_id}")
+
+    def _drawn(self, oracle, r: Round, operator: str) -> bool:
+        """BatchedOracle.isDrawn, computed here from the sealed request block's hash (a call may run in
+        that very block, where the seed is not known yet: eligibility.Eligibility.drawn's rule)."""
+        if oracle.address not in self._terms:  # immutables
+            self._terms[oracle.address] = (oracle.functions.minStake().call(), oracle.functions.committeeSize().call())
+        min_stake, committee = self._terms[oracle.address]
+        stake, unlock, staked_at, _ = oracle.functions.operators(operator).call()
+        weight = stake if stake >= min_stake and unlock == 0 else 0
+        block_hash = bytes(self.w3.eth.get_block(r.fields["requestBlock"])["hash"])
+        return is_drawn(block_hash, r.request_id, operator, weight, staked_at, r.fields["requestBlock"],
+                        r.fields["totalStake"], committee)
 
     def _check_opening(self, r: Round, operator: str, msg: dict) -> None:
         b = lambda k: bytes.fromhex(msg[k][2:])  # noqa: E731

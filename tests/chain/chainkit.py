@@ -43,9 +43,12 @@ def tiny_model(meta: dict | None = None) -> cvm.Model:
 def past_commit_deadline(w3, oracle, rid: int) -> None:
     """Moves the chain (embedded or anvil) past an InferenceOracle request's commit deadline, where its
     reveal phase opens: seats are drawn until then."""
-    deadline = oracle.functions.getRequest(rid).call()[2]
-    now = w3.eth.get_block("latest")["timestamp"]
-    if now > deadline:
+    chain_past(w3, oracle.functions.getRequest(rid).call()[2])
+
+
+def chain_past(w3, deadline: int) -> None:
+    """Mines a block later than `deadline` (embedded chain or anvil), unless the latest one is."""
+    if w3.eth.get_block("latest")["timestamp"] > deadline:
         return
     tester = getattr(w3.provider, "ethereum_tester", None)
     if tester is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from chainkit import BACKEND, ROOT
+from chainkit import BACKEND, ROOT, past_commit_deadline
 from testprocs import Processes, die_with_parent
 from eth_account import Account
 from web3 import Web3
@@ -160,6 +160,8 @@ def test_operators_on_anvil_survive_a_kill(anvil, tmp_path):
 
         ops.start(1)
         ops.start(2)
+        wait_for(lambda: all(submission(i)["commitment"] != bytes(32) for i in (1, 2)), "operators 1 and 2 to commit")
+        past_commit_deadline(w3, oracle, rid)  # seats are drawn until the deadline: the reveals open after it
         wait_for(lambda: all(submission(i)["vote"] != bytes(32) for i in (1, 2)), "operators 1 and 2 to reveal")
         assert call_struct(oracle.functions.getRequest(rid))["status"] == Status.PENDING  # 2 of 3 agree
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from chainkit import BACKEND, ROOT
+from chainkit import BACKEND, ROOT, chain_past
 from test_chain_anvil import TIMEOUT, free_port, mnist_setup, running_anvil, wait_for
 from web3.logs import DISCARD
 
@@ -65,6 +65,9 @@ def test_a_batched_round_on_anvil_is_under_400k_gas(tmp_path, processes):
                       f"op{i}", {"CVM_TEST_OPERATOR_KEY": k.key.hex()})
             request = send(w3, player, game.functions.play(image, label), value=oracle.functions.feeFor(model.hash).call())
             rid = game.events.GameStarted().process_receipt(request, errors=DISCARD)[0]["args"]["requestId"]
+            committed = wait_for(lambda: (r := round_now(oracle, rid)) and len(r.committers) == 3 and r,
+                                 "the committee's signed commits", timeout=TIMEOUT)
+            chain_past(w3, committed.fields["commitDeadline"])  # seats are drawn until then; reveals open after
             wait_for(lambda: oracle.functions.statusOf(rid).call() == Status.FINALIZED, "the request to finalise",
                      timeout=TIMEOUT)
             final = wait_for(lambda: round_now(oracle, rid), "the final round's log", timeout=TIMEOUT)
