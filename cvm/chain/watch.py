@@ -38,7 +38,7 @@ class Watcher:
         `challenge`: a bond and its own claim) and plays those disputes; after the window, finalises
         when its own vote is the one left standing."""
         if chain.status != Status.PENDING:
-            self._done(job, f"closed ({chain.status.name.lower()}) while watching")
+            self._done(job, self._watched_note(job, chain.status))
             return
         if job.salt is None and not self._compute(job):
             return
@@ -55,6 +55,13 @@ class Watcher:
             self._done(job, "watched: the window closed without our output to finalise")
             return
         self._submit(job, "finalize", call, self.reveal_gas(job))
+
+    def _watched_note(self, job: Job, status: Status) -> str:
+        if status != Status.FINALIZED:
+            return f"watched: closed ({status.name.lower()})"
+        logs = self.oracle.events.Finalized().get_logs(from_block=0, argument_filters={"requestId": job.request_id})
+        ours = bool(logs) and job.output_hash is not None and bytes(logs[-1]["args"]["outputHash"]) == job.output_hash
+        return "watched: finalised with our output" if ours else "watched: finalised with another output"
 
     def finalize_call(self, job: Job):
         """InferenceOracle.finalize with this node's output (batch_node.py passes the round)."""

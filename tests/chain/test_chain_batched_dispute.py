@@ -226,3 +226,42 @@ and the third request gets it."""
     assert latest_round(env.oracle, rids[1]).committers == [mine]
     assert latest_round(env.oracle, rids[2]).committers == [mine]  # the first's bond covered the third
     assert env.oracle.functions.operators(mine).call()[3] == 2 * CONFIG.slash_amount
+
+
+def test_an_honest_node_without_a_seat_beats_a_colluding_committee(tmp_path, board):
+    """Issue 27: the two colluders hold every seat of a request with a window; the honest node staked
+    only after the request (so it is not drawn) and watches it (cvm/chain/watch.py): it computes the
+    request, challenges the forged vote with its own claim and bond, wins by re-execution on the
+    embedded chain (trace precompile), and finalises its output after the window: paid the fee and
+    half of each colluder's bond, its challenge bond back."""
+    if not CNN.exists():
+        pytest.skip(f"{CNN} is not committed")
+    env = embedded_env(tmp_path)  # operators 0..2 staked; 0 and 1 collude, 2 stays out of this request
+    url = board(env.w3, env.oracle)
+    colluders = committee(env.w3, env.operators, env.oracle, env.store, tmp_path, url)[:2]
+    honest = BatchedOperator(env.w3, env.operators[3], env.oracle.address, env.store, tmp_path / "op3.sqlite",
+                             backend=BACKEND, retry_delay=0.0, relay=url)
+    env.send(env.operators[2], env.oracle.functions.requestUnstake())  # out of the draw
+    test = np.load(ROOT / "fixtures/data/mnist_cnn_test.npz")
+    x = env.model.encode_input(env.model.quantize_input(test["x"][3:4]))
+    r = send(env.w3, env.player, env.oracle.functions.requestWithWindow(env.model.hash, x, env.player.address, WINDOW),
+             value=env.oracle.functions.feeFor(env.model.hash).call(), gas=2_000_000)
+    rid = env.oracle.events.InferenceRequested().process_receipt(r)[0]["args"]["requestId"]
+    env.send(env.operators[3], env.oracle.functions.stake(), value=CONFIG.min_stake)  # after the request: no seat
+    ops = [*colluders, honest]
+    drive(ops, env.chain.advance_time, lambda: all(op.job(rid) is not None and op.job(rid).state == DONE
+                                                   for op in ops))
+    final = latest_round(env.oracle, rid)
+    assert sorted(final.committers) == sorted(c.account.address for c in colluders)  # every seat colluding
+    assert final.status == Status.FINALIZED
+    assert bytes(env.oracle.events.Finalized().get_logs(from_block=0)[0]["args"]["outputHash"]) == \
+        cvm.output_hash(env.model.run(env.model.decode_input(x), backend="reference"))
+    assert honest.job(rid).note == "watched: finalised with our output"
+    challenged = env.oracle.events.DisputeOpened().get_logs(from_block=0)
+    assert challenged and all(e["args"]["challenger"] == env.operators[3].address or
+                              e["args"]["defender"] == env.operators[3].address for e in challenged
+                              if e["args"]["challenger"] not in [c.account.address for c in colluders])
+    stake = lambda a: env.oracle.functions.operators(a).call()  # noqa: E731
+    assert all(stake(c.account.address)[0] == CONFIG.min_stake - CONFIG.slash_amount for c in colluders)
+    assert stake(env.operators[3].address)[3] == 0  # its challenge bonds back
+    assert env.oracle.functions.claimable(env.operators[3].address).call() >= CONFIG.slash_amount

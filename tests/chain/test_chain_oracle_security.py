@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from chainkit import CONFIG, NO_TRACE, reverts
+import cvm
+from chainkit import CONFIG, NO_TRACE, make_env, reverts
 from test_chain_batched import WINDOW, Round_, batched_env
 from web3 import Web3
 from web3.logs import DISCARD
@@ -244,3 +245,38 @@ def test_claiming_the_honest_vote_and_losing_on_purpose_refutes_nothing(env):
     env.chain.advance_time(CONFIG.commit_window + CONFIG.reveal_window + WINDOW)
     rnd.send(relay, env.oracle.functions.finalize, rnd.output_hash, h.root, rnd.output)
     assert rnd.round.status == Status.FINALIZED and rnd.round.result() == rnd.round.word(0)
+
+
+def test_inference_oracle_takes_an_outside_challenge_too(tmp_path, salts):
+    """The per-transaction InferenceOracle has the same optimistic path: two colluders hold the only
+    seats and reveal a forged output; an operator that staked after the request challenges both,
+    both miss their moves, and its output finalises after the window."""
+    env = make_env(tmp_path)
+    env.stake_all(2)
+    colluders, outsider, relay = env.operators[:2], env.operators[3], env.chain.keys[7]
+    data, y = env.sample()
+    rid = env.request(data, window=WINDOW)
+    env.send(outsider, env.oracle.functions.stake(), value=CONFIG.min_stake)
+    out, forged, h = env.output_of(rid), bytes(len(env.output_of(rid))), Trace_()
+    out_hash = cvm.output_hash(y)
+    for op, salt in zip(colluders, salts):
+        env.commit(op, rid, out_hash, salt, output=forged)
+    for op, salt in zip(colluders, salts):
+        env.reveal(op, rid, out_hash, salt, forged)
+    game, ids = game_of(env), []
+    mine, theirs = (out_hash, Web3.keccak(out), h.root), (out_hash, Web3.keccak(forged), NO_TRACE)
+    with reverts("SeatedOperator"):
+        env.send(colluders[0], env.oracle.functions.challenge(rid, colluders[1].address, mine, theirs))
+    for a in colluders:
+        ids += dispute_ids(env, env.send(outsider, env.oracle.functions.challenge(rid, a.address, mine, theirs)))
+    for i in ids:
+        env.send(outsider, game.functions.bisect(i, *h.children))
+    env.chain.advance_time(CONFIG.dispute_move_time + 1)
+    for i in ids:
+        env.send(relay, game.functions.timeout(i))
+    env.chain.advance_time(CONFIG.commit_window + CONFIG.reveal_window + WINDOW)
+    env.send(relay, env.oracle.functions.finalize(rid, out_hash, h.root, out))
+    state = env.request_state(rid)
+    assert state["status"] == Status.FINALIZED and bytes(state["outputHash"]) == out_hash
+    assert env.claimable(outsider.address) == env.fee + 2 * (CONFIG.slash_amount // 2)
+    assert env.oracle.functions.operators(outsider.address).call()[3] == 0
