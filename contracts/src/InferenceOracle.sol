@@ -11,25 +11,30 @@ import {Referee} from "./Referee.sol";
 /// off chain, commit to their output and to their whole execution trace, reveal, and a dispute
 /// game re-executes one step on chain when two of them disagree:
 ///
-///   request ──▶ commit (drawn operators) ──▶ reveal ──┬─▶ window 0: k equal reveals finalise at once
-///                                                    └─▶ window W: after W, the one result no
-///                                                        dispute refuted finalises (`finalize`)
-///   disagreement ──▶ openDispute ──▶ DisputeGame (bisection, one step re-executed) ──▶ loser slashed
+///   request ──▶ commit (every drawn operator, until the deadline) ──▶ reveal ──┬─▶ window 0: a majority finalises at once
+///                                                                              └─▶ window W: after W, the one result no
+///                                                                                  dispute refuted finalises (`finalize`)
+///   disagreement ──▶ openDispute (a member) / challenge (a staked operator without a seat)
+///                ──▶ DisputeGame (bisection, one step re-executed) ──▶ loser slashed
 ///
 /// 1. A requester pays at least `feeFor(modelHash)` and names a registered model, one input sample,
-///    a callback and a challenge window (0: trust the k-of-n majority, the fast path).
+///    a callback and a challenge window (0: trust the committee's majority, the fast path; a plain
+///    `request` from a callback that holds value gets the longest window).
 /// 2. Operators are drawn by stake: operator o may commit to request r when
 ///    keccak256(abi.encode(blockhash(requestBlock), r, o)) mod totalStake < stake(o) * n,
-///    so each holds about n * stake / totalStake of the n seats whatever the number of addresses
-///    its stake is split over. The seed is fixed only once the request's block is sealed, and
-///    stake added in or after that block does not count. Each commit locks `slashAmount` of the
-///    operator's stake until the request is closed: one stake cannot block unbounded requests.
-/// 3. A commitment is keccak256(abi.encode(requestId, outputHash, traceRoot, salt, operator)),
-///    where traceRoot is the Merkle root of every tensor of the run (spec: docs/chain.md).
+///    so each holds about n * stake / totalStake of the n expected seats whatever the number of
+///    addresses its stake is split over. Every drawn operator that commits before the commit
+///    deadline is seated (at most MAX_COMMITTEE), and reveals open only after it: no seat is won by
+///    speed. Each commit locks the request's bond (`bondFor`: priced from the model's worst-case
+///    dispute gas) until the request is closed: one stake cannot block unbounded requests.
+/// 3. A commitment is keccak256(abi.encode(requestId, outputHash, keccak256(output), traceRoot, salt,
+///    operator)), where traceRoot is the Merkle root of every tensor of the run (docs/chain.md): only
+///    the committed output bytes can be revealed, whoever submits them.
 /// 4. A reveal votes for (outputHash, keccak256(output), traceRoot). Nobody is slashed for
-///    disagreeing: two revealers with different votes settle it with `openDispute`; the game
-///    finds the first step where their traces differ and re-executes it; a refuted vote's
-///    revealers are all slashed, half of it to the winner.
+///    disagreeing: a member disputes another vote with `openDispute`, an operator without a seat with
+///    `challenge` (a bond and its own claim); the game finds the first step where the traces differ
+///    and re-executes it; a refuted vote's voters are all slashed, half of it to the winner. A timeout
+///    slashes only the player that missed its move (its vote falls once all its voters are slashed).
 /// 5. `settle` after the reveal deadline (plus the window, and once no dispute is open): expires an
 ///    unfinalised request (refund), slashes committers that never revealed, releases the bonds.
 ///
