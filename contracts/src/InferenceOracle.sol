@@ -495,6 +495,14 @@ abstract contract OracleCore {
     {
         if (slashedIn[requestId][operator]) return;
         slashedIn[requestId][operator] = true;
+        _takeStake(requestId, operator, reason, winner, bond);
+    }
+
+    /// The slash itself: the bond (or what is left of the stake) leaves the stake, half to `winner`
+    /// when there is one, the rest to the treasury.
+    function _takeStake(uint256 requestId, address operator, SlashReason reason, address winner, uint128 bond)
+        internal
+    {
         Operator storage op = _operators[operator];
         uint128 amount = op.stake < bond ? op.stake : bond;
         _setStake(op, op.stake - amount);
@@ -1074,22 +1082,14 @@ contract InferenceOracle is OracleCore {
         _operators[operator].locked -= _bondOf(r);
     }
 
-    /// to the treasury.
+    /// A seat's slash, once (its bit in slashedMask), after its bond is released (_takeStake).
     function _slash(uint256 requestId, Stored storage r, uint256 index, address operator, SlashReason reason,
         address winner) private {
         uint16 bit = uint16(1 << index);
         if (r.slashedMask & bit != 0) return;
         r.slashedMask |= bit;
         _release(r, index, operator);
-        Operator storage op = _operators[operator];
-        uint128 bond = _bondOf(r);
-        uint128 amount = op.stake < bond ? op.stake : bond;
-        _setStake(op, op.stake - amount);
-        if (op.locked > op.stake) op.locked = op.stake;
-        uint256 reward = winner == address(0) ? 0 : amount / 2;
-        if (reward != 0) _credit(winner, reward);
-        _credit(treasury, amount - reward);
-        emit Slashed(requestId, operator, amount, reason);
+        _takeStake(requestId, operator, reason, winner, _bondOf(r));
     }
 
 }
