@@ -345,8 +345,7 @@ contract BatchedOracle is OracleCore {
         _lockChallengeBond(requestId, _disputeKey(voteC, _claimedVote(requestId, r, defender, theirs), msg.sender,
             defender), r.bond);
         disputeId = _startDispute(requestId, r, defender, voteC, mine, theirs);
-        _voters[requestId][voteC].push(msg.sender); // after the committee's revealers of it (_recordVoters)
-        _outsideVotes[requestId].push(voteC);
+        _outsiders[requestId][voteC].push(msg.sender);
     }
 
     /// What both kinds of dispute share: the window, the votes' checks, the voters' record, the game.
@@ -399,7 +398,7 @@ contract BatchedOracle is OracleCore {
             if (challengerWrong) _forfeit(requestId, challenger, voteC, defenderWrong ? address(0) : defender, bond);
             if (defenderWrong) _forfeit(requestId, defender, voteD, challengerWrong ? address(0) : challenger, bond);
         }
-        _releaseChallengeBond(requestId, key, challenger);
+        _endChallenge(requestId, key, challenger, voteC, defenderWrong && !challengerWrong);
     }
 
     // ---------------------------------------------------------------- views
@@ -571,7 +570,7 @@ contract BatchedOracle is OracleCore {
     /// A result that only outside challengers voted for (the committee's votes all refuted): they share
     /// the fee (the vote's list holds only them: no committer revealed it).
     function _payChallengers(uint256 requestId, bytes32 vote, uint256 amount) private {
-        _share(_voters[requestId][vote], amount);
+        _share(_outsideWinners[requestId][vote], amount);
     }
 
     function _refutedAfterDispute(uint256 requestId, bytes32 vote) private view returns (bool) {
@@ -600,6 +599,7 @@ contract BatchedOracle is OracleCore {
         }
     }
 
+    /// A proven wrong vote: all its revealers and outside claimers slashed, half to the winner.
     function _refute(uint256 requestId, bytes32 vote, address winner, uint128 bond) private {
         refuted[requestId][vote] = true;
         emit VoteRefuted(requestId, vote);
@@ -607,12 +607,19 @@ contract BatchedOracle is OracleCore {
         for (uint256 i = 0; i < list.length; i++) {
             _slashOnce(requestId, list[i], SlashReason.WrongResult, winner, bond);
         }
+        list = _outsiders[requestId][vote];
+        for (uint256 i = 0; i < list.length; i++) {
+            _slashOnce(requestId, list[i], SlashReason.WrongResult, winner, bond);
+        }
     }
 
-    /// A player that missed a move: slashed alone; its vote refuted once all of its voters are.
+    /// A player that missed a move: slashed alone. Its vote is refuted only when committee members
+    /// revealed it and all of them are slashed: an outside claim (anyone's) is never refuted by its
+    /// challenger's timeout, so nobody refutes an honest vote by claiming it and stopping.
     function _forfeit(uint256 requestId, address player, bytes32 vote, address winner, uint128 bond) private {
         _slashOnce(requestId, player, SlashReason.MissedMove, winner, bond);
         address[] storage list = _voters[requestId][vote];
+        if (list.length == 0) return;
         for (uint256 i = 0; i < list.length; i++) {
             if (!slashedIn[requestId][list[i]]) return;
         }

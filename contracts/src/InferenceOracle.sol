@@ -124,7 +124,12 @@ abstract contract OracleCore {
     mapping(address => Operator) internal _operators;
     mapping(address => uint256) internal _claimable; // accounts other than operators (see `_credit`)
     mapping(uint256 => mapping(address => bool)) public slashedIn; // request -> operator -> its bond taken
-    /// Votes of staked operators outside the committee that challenged a result (`challenge`).
+    /// request -> vote -> the outside challengers that claimed it (slashed with it if a game proves it wrong)
+    mapping(uint256 => mapping(bytes32 => address[])) internal _outsiders;
+    /// request -> vote -> the outside challengers whose claim won a game (finalising it pays them)
+    mapping(uint256 => mapping(bytes32 => address[])) internal _outsideWinners;
+    /// Votes with which an outside challenger won a game: they stand beside the committee's for
+    /// `finalize`. A claim that never won (its challenger lost or stopped) never counts.
     mapping(uint256 => bytes32[]) internal _outsideVotes;
     /// request -> dispute key (`_disputeKey`) -> the bond its outside challenger locked, until the game ends
     mapping(uint256 => mapping(bytes32 => uint128)) public challengeBondOf;
@@ -464,6 +469,17 @@ abstract contract OracleCore {
         challengeBondOf[requestId][key] = bond;
     }
 
+    /// When a game ends: an outside challenger that won it has its claim stand as a vote (`won`: the
+    /// defender's side wrong, its own not); its bond is released either way (after any slash).
+    function _endChallenge(uint256 requestId, bytes32 key, address challenger, bytes32 vote, bool won) internal {
+        if (challengeBondOf[requestId][key] == 0) return; // not an outside challenge
+        if (won) {
+            if (_outsideWinners[requestId][vote].length == 0) _outsideVotes[requestId].push(vote);
+            _outsideWinners[requestId][vote].push(challenger);
+        }
+        _releaseChallengeBond(requestId, key, challenger);
+    }
+
     /// When its game ends (after any slash): the outside challenger's bond for it is free again.
     function _releaseChallengeBond(uint256 requestId, bytes32 key, address challenger) internal {
         uint128 bond = challengeBondOf[requestId][key];
@@ -622,7 +638,6 @@ contract InferenceOracle is OracleCore {
     /// one slot per committer, rewritten rather than a second one filled.
     mapping(uint256 => mapping(address => bytes32)) private _words;
     mapping(uint256 => mapping(uint256 => address)) private _committers; // r.commits of them
-    mapping(uint256 => mapping(bytes32 => address[])) private _outsiders; // outside challengers by vote
 
     constructor(ModelRegistry registry_, Referee referee_, Config memory c) OracleCore(registry_, referee_, c) {}
 
@@ -798,7 +813,6 @@ contract InferenceOracle is OracleCore {
         _lockChallengeBond(requestId, key, _bondOf(_requests[requestId]));
         disputeId = _startDispute(requestId, defender, voteC, mine, theirs);
         _outsiders[requestId][voteC].push(msg.sender);
-        _outsideVotes[requestId].push(voteC);
     }
 
     function _startDispute(uint256 requestId, address defender, bytes32 voteC, DisputeGame.Claim calldata mine,
@@ -837,7 +851,7 @@ contract InferenceOracle is OracleCore {
             if (challengerWrong) _forfeit(requestId, r, challenger, voteC, defenderWrong ? address(0) : defender);
             if (defenderWrong) _forfeit(requestId, r, defender, voteD, challengerWrong ? address(0) : challenger);
         }
-        _releaseChallengeBond(requestId, key, challenger);
+        _endChallenge(requestId, key, challenger, voteC, defenderWrong && !challengerWrong);
     }
 
     // ---------------------------------------------------------------- views
@@ -1001,7 +1015,7 @@ contract InferenceOracle is OracleCore {
         uint256 callbackPay = member ? uint256(operatorGasPrice) * callbackGasLimit : 0;
         if (callbackPay > fee) callbackPay = fee;
         if (callbackPay != 0) _credit(msg.sender, callbackPay);
-        if (votes(requestId, vote) == 0) _share(_outsiders[requestId][vote], fee - callbackPay);
+        if (votes(requestId, vote) == 0) _share(_outsideWinners[requestId][vote], fee - callbackPay);
         else _pay(requestId, r, vote, fee - callbackPay);
         emit Finalized(requestId, outputHash, output);
 
@@ -1056,21 +1070,21 @@ contract InferenceOracle is OracleCore {
         }
     }
 
-    /// A player that missed a move is slashed alone; its vote is refuted once all its voters are.
+    /// A player that missed a move is slashed alone. Its vote is refuted only when the committee
+    /// revealed it and every such revealer is slashed: an outside claim (anyone's) is never refuted by
+    /// its challenger's timeout, so nobody refutes an honest vote by claiming it and stopping.
     function _forfeit(uint256 requestId, Stored storage r, address player, bytes32 vote, address winner) private {
         uint256 n = r.commits;
-        bool alive = false;
+        (uint256 voters, bool alive) = (0, false);
         for (uint256 i = 0; i < n; i++) {
             address op = _committers[requestId][i];
             if (op == player) _slash(requestId, r, i, op, SlashReason.MissedMove, winner);
-            else if (_voteAt(requestId, r, i) == vote && r.slashedMask & (1 << i) == 0) alive = true;
+            if (_voteAt(requestId, r, i) != vote) continue;
+            voters++;
+            if (r.slashedMask & (1 << i) == 0) alive = true;
         }
-        address[] storage outside = _outsiders[requestId][vote];
-        for (uint256 i = 0; i < outside.length; i++) {
-            if (outside[i] == player) _slashOnce(requestId, player, SlashReason.MissedMove, winner, _bondOf(r));
-            else if (!slashedIn[requestId][outside[i]]) alive = true;
-        }
-        if (alive) return;
+        if (_words[requestId][player] == bytes32(0)) _slashOnce(requestId, player, SlashReason.MissedMove, winner, _bondOf(r));
+        if (voters == 0 || alive) return;
         refuted[requestId][vote] = true;
         emit VoteRefuted(requestId, vote);
     }

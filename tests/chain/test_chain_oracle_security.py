@@ -280,3 +280,41 @@ def test_inference_oracle_takes_an_outside_challenge_too(tmp_path, salts):
     assert state["status"] == Status.FINALIZED and bytes(state["outputHash"]) == out_hash
     assert env.claimable(outsider.address) == env.fee + 2 * (CONFIG.slash_amount // 2)
     assert env.oracle.functions.operators(outsider.address).call()[3] == 0
+
+
+def test_an_outside_claim_that_loses_by_timeout_neither_refutes_nor_blocks(env):
+    """Two griefs with one bond each. (a) Before any member reveals the honest vote H, an attacker
+    without a seat challenges the colluder's F claiming H and stops: H must not fall with it (its
+    honest revealers come later). (b) Another claims some F' against the honest vote and stops: F'
+    never stands beside the committee's votes (only a claim that won a game does), so the request
+    is not left without a unique result."""
+    honest, colluder, attacker, griefer = env.operators[0], env.operators[1], env.operators[3], env.chain.keys[8]
+    rnd = Round_(env, window=WINDOW)
+    for who in (attacker, griefer):
+        env.send(who, env.oracle.functions.stake(), value=CONFIG.min_stake)
+    forged, h, f = bytes(len(rnd.output)), Trace_(), Trace_()
+    sign = lambda op, root, out=None: sign_commit(op, env.w3.eth.chain_id, env.oracle.address, rnd.rid,  # noqa: E731
+                                                  rnd.commitment(op, root=root, output=out))
+    rnd.commit_signed(honest, [sign(honest, h.root), sign(colluder, f.root, forged)])
+    rnd.reveal(colluder, [rnd.opening(colluder, root=f.root)], output=forged)
+    game = game_of(env)
+    (a,) = dispute_ids(env, env.send(attacker, env.oracle.functions.challenge(
+        rnd.rid, rnd.round.call, colluder.address, claim(rnd, h.root), claim(rnd, f.root, forged))))
+    env.send(colluder, game.functions.bisect(a, *f.children))
+    rnd.reveal(honest, [rnd.opening(honest, root=h.root)])
+    (g,) = dispute_ids(env, env.send(griefer, env.oracle.functions.challenge(
+        rnd.rid, rnd.round.call, honest.address, claim(rnd, Trace_().root, forged), claim(rnd, h.root))))
+    env.send(honest, game.functions.bisect(g, *h.children))
+    env.chain.advance_time(CONFIG.dispute_move_time + 1)
+    env.send(honest, game.functions.timeout(a))
+    env.send(honest, game.functions.timeout(g))
+    assert not env.oracle.functions.refuted(rnd.rid, rnd.round.word(0)).call()  # (a): H stands
+    assert env.stake_of(attacker) == env.stake_of(griefer) == CONFIG.min_stake - CONFIG.slash_amount
+    (d,) = dispute_ids(env, env.send(honest, env.oracle.functions.openDispute(
+        rnd.rid, rnd.round.call, colluder.address, claim(rnd, h.root), claim(rnd, f.root, forged))))
+    env.send(honest, game.functions.bisect(d, *h.children))
+    env.chain.advance_time(CONFIG.dispute_move_time + 1)
+    env.send(honest, game.functions.timeout(d))
+    env.chain.advance_time(CONFIG.commit_window + CONFIG.reveal_window + WINDOW)
+    rnd.send(honest, env.oracle.functions.finalize, rnd.output_hash, h.root, rnd.output)  # (b): H is the one
+    assert rnd.round.status == Status.FINALIZED and rnd.round.result() == rnd.round.word(0)
