@@ -151,7 +151,6 @@ abstract contract OracleCore {
         bytes input
     );
     event Committed(uint256 indexed requestId, address indexed operator);
-    event RevealPhaseOpened(uint256 indexed requestId);
     event Revealed(
         uint256 indexed requestId, address indexed operator, bytes32 outputHash, bytes32 outputKeccak, bytes32 traceRoot
     );
