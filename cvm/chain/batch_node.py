@@ -1,25 +1,29 @@
 """The node operator for BatchedOracle: cvm/chain/node.py's loop, SQLite rows and restart safety, with
-the commit signed and the opening posted to a relay (cvm/chain/relay.py) instead of sent, and the
-committee's aggregator submitting them together.
+the commit signed and the opening signed and posted to a relay (cvm/chain/relay.py) instead of sent,
+and the committee's aggregator submitting them together.
 
     python -m cvm.chain.batch_node --rpc URL --key KEY --oracle ADDR --models DIR --relay http://127.0.0.1:8600
 
-Who aggregates: the commits, the node with the lowest address among the signed commits on the relay;
-the openings, the committer with the lowest address among the openings on the relay. Each submits
-when it holds every seat's message (n commits; every committer's opening), or a quorum of equal
-openings, or MARGIN seconds before the deadline with what it holds. A node whose commit or opening
-is not on chain FALLBACK seconds before the deadline sends it itself (BatchedOracle.commit / reveal
-with one opening): a relay or an aggregator that drops it costs that node one transaction, not its
-seat. Without --relay every member commits and reveals alone.
+Who aggregates: the commits, the node with the lowest address among the signed commits on the relay
+(a signer: only signers and seated members may submit them); the openings, the committer with the
+lowest address among the openings on the relay. Each submits when it holds the draw's expected n
+commits (every drawn operator that signs before the deadline gets a seat) or every committer's
+opening, or a majority of equal openings, or MARGIN seconds before the deadline with what it holds;
+openings only after the commit deadline. A node whose commit or opening is not on chain FALLBACK
+seconds before the deadline sends it itself (BatchedOracle.commit / reveal with one opening): a relay
+or an aggregator that drops it costs that node one transaction, not its seat. Without --relay every
+member commits and reveals alone.
 
 Disputes: once revealed, a node that sees another revealed vote than its own, not refuted yet,
 opens a dispute against it and plays it to the end with cvm/chain/disputant.py's player (the same
-as node.py's; BatchedDisputant only passes the round to BatchedOracle.openDispute), until the reveal
+as node.py's; BatchedDisputant only passes the round to BatchedOracle.openDispute or, for a request it
+holds no seat in but watches (cvm/chain/watch.py), to BatchedOracle.challenge), until the reveal
 deadline plus the request's challenge window. It closes the request only when no dispute is open.
 
-Bonds: a signed commit locks a bond once anyone submits it, which may be any time before the
-commit deadline; the node records each one before posting it (JobDB.record_signed) and counts the
-ones not on chain yet as locked, so it never signs more commits than its free stake covers.
+Bonds: a signed commit locks the request's bond (its round's `bond`) once anyone submits it, which may
+be any time before the commit deadline; the node records each one before posting it
+(JobDB.record_signed) and counts the ones not on chain yet as locked, so it never signs more commits
+than its free stake covers.
 """
 
 from __future__ import annotations
