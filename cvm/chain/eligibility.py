@@ -43,14 +43,21 @@ class Eligibility:
         return None
 
     def drawn(self, request_id: int, req: dict, operator: tuple) -> bool | None:
-        """Whether the stake-weighted draw picked this operator (InferenceOracle.isDrawn, computed here
-        from the sealed request block's hash, since a call may run in that very block); None while
-        the request's block is not sealed."""
+        """Whether the stake-weighted draw picked this operator (`drawn_at`); None while the request's
+        block is not sealed."""
         try:
-            block_hash = bytes(self.w3.eth.get_block(req["requestBlock"])["hash"])
+            return drawn_at(self.w3, request_id, req, self.address, operator, self.min_stake, self.committee_size)
         except RPC_ERRORS:
             return None
-        stake, unlock, staked_at, _ = operator
-        weight = stake if stake >= self.min_stake and unlock == 0 else 0
-        return is_drawn(block_hash, request_id, self.address, weight, staked_at, req["requestBlock"],
-                        req["totalStake"], self.committee_size)
+
+
+def drawn_at(w3, request_id: int, req: dict, address: str, operator: tuple, min_stake: int, committee_size: int) -> bool:
+    """InferenceOracle.isDrawn for `address`, whose record (InferenceOracle.operators: stake, unlock
+    time, stake block, locked) is `operator`, computed here from the sealed request block's hash (a
+    call may run in that very block, where the seed is not known yet). `req` holds the request's
+    requestBlock and totalStake (the node's and the relay's view of it alike)."""
+    block_hash = bytes(w3.eth.get_block(req["requestBlock"])["hash"])
+    stake, unlock, staked_at, _ = operator
+    weight = stake if stake >= min_stake and unlock == 0 else 0
+    return is_drawn(block_hash, request_id, address, weight, staked_at, req["requestBlock"], req["totalStake"],
+                    committee_size)

@@ -21,7 +21,8 @@ from web3 import Web3
 
 from cvm.chain.batch import Round, StaleRound, latest_round, opening_signer, signer_of
 from cvm.chain.contracts import contract_at
-from cvm.chain.protocol import commitment, is_drawn
+from cvm.chain.eligibility import drawn_at
+from cvm.chain.protocol import commitment
 from cvm.chain.states import Status
 
 
@@ -88,16 +89,12 @@ class Gate:
             raise Refused(f"{operator} is not drawn for request {r.request_id}")
 
     def _drawn(self, oracle, r: Round, operator: str) -> bool:
-        """BatchedOracle.isDrawn, computed here from the sealed request block's hash (a call may run in
-        that very block, where the seed is not known yet: eligibility.Eligibility.drawn's rule)."""
+        """BatchedOracle.isDrawn, as the node computes it (eligibility.drawn_at)."""
         if oracle.address not in self._terms:  # immutables
             self._terms[oracle.address] = (oracle.functions.minStake().call(), oracle.functions.committeeSize().call())
         min_stake, committee = self._terms[oracle.address]
-        stake, unlock, staked_at, _ = oracle.functions.operators(operator).call()
-        weight = stake if stake >= min_stake and unlock == 0 else 0
-        block_hash = bytes(self.w3.eth.get_block(r.fields["requestBlock"])["hash"])
-        return is_drawn(block_hash, r.request_id, operator, weight, staked_at, r.fields["requestBlock"],
-                        r.fields["totalStake"], committee)
+        record = oracle.functions.operators(operator).call()
+        return drawn_at(self.w3, r.request_id, r.fields, operator, record, min_stake, committee)
 
     def _check_opening(self, r: Round, operator: str, msg: dict) -> None:
         b = lambda k: bytes.fromhex(msg[k][2:])  # noqa: E731
