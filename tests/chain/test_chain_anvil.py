@@ -11,12 +11,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from chainkit import BACKEND, ROOT, past_commit_deadline
+import testprocs
 from testprocs import Processes, die_with_parent
 from eth_account import Account
 from web3 import Web3
@@ -49,13 +49,8 @@ def free_port() -> int:
 
 
 def wait_for(predicate, what: str, timeout: float = TIMEOUT, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
+    """testprocs.wait_for with this file's phase deadline."""
+    return testprocs.wait_for(predicate, what, deadline=timeout, interval=interval)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-from chainkit import CONFIG
 from eth_account import Account
 from test_chain_batched import Round_, batched_env
 
@@ -112,4 +111,3 @@ def test_the_http_relay_answers_a_refusal_with_400(env):
         assert e.value.code == 400 and "signature" in json.loads(e.value.read())["error"]
     finally:
         server.shutdown()
-    assert CONFIG.committee_size <= relay.MAX_ENTRIES
