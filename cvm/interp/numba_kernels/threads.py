@@ -7,12 +7,18 @@ thread the OS does not schedule (a shared machine) delays at most one chunk, the
 rest. Splitting only ever divides outputs, never a sum. Python threads
 rather than numba's parallel regions: no second compiled variant of every kernel (cold start), and
 blocking waits instead of spinning workers when the machine is oversubscribed.
+
+The threads belong to the process, not to a runner (EXECUTORS): every Pool of one thread count
+submits to one shared executor. A runner then owns no thread, so a dropped model leaves none
+behind whoever still holds its plan, and the threads alive are bounded by the thread counts in
+use, not by the models loaded (a node keeps 32). Sharing is safe because no task on the shared
+threads ever waits for another task (a part runs its ops unsplit; a chunk is one kernel call):
+only callers wait, and a caller cancels what is still queued once it has drained the work itself.
 """
 from __future__ import annotations
 
 import os
 import threading
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 
@@ -32,20 +38,44 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
     return [(i * n // parts, (i + 1) * n // parts) for i in range(parts)]
 
 
+class _Executors:
+    """One executor for each worker count, shared by every Pool of that count in the process. A
+    forked child starts with none (the parent's threads do not exist there)."""
+
+    def __init__(self):
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._by_workers: dict[int, ThreadPoolExecutor] = {}
+
+    def get(self, workers: int) -> ThreadPoolExecutor:
+        ex = self._by_workers.get(workers)  # (a dict read: no lock once made)
+        if ex is None:
+            with self._lock:
+                ex = self._by_workers.get(workers)
+                if ex is None:
+                    ex = ThreadPoolExecutor(workers, thread_name_prefix=f"cvm-numba-{workers}")
+                    self._by_workers[workers] = ex
+        return ex
+
+
+EXECUTORS = _Executors()
+
+
 class Pool:
-    """threads: how many threads share a call; eager: split every call with enough rows, however
-    small (tests use it to run the parallel path on small shapes)."""
+    """threads: how many threads share a call (the caller's and threads - 1 of EXECUTORS'); eager:
+    split every call with enough rows, however small (tests use it to run the parallel path on small
+    shapes)."""
 
     def __init__(self, threads: int, eager: bool = False):
         self.threads, self.eager = threads, eager
-        self._executor = None
         self._local = threading.local()  # .serial: this thread runs a part of a batch, ops unsplit
 
     def _get(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="cvm-numba")
-            weakref.finalize(self, self._executor.shutdown, wait=False)
-        return self._executor
+        return EXECUTORS.get(self.threads - 1)
 
     def call(self, fn, args: tuple, n: int, min_per_thread: int = 1):
         """(callable, args) running fn(*args, lo, hi) over 0..n, split between threads when worth it."""
@@ -73,8 +103,7 @@ class Pool:
         try:
             work()
         finally:
-            for f in futures:
-                f.result()
+            _finish(futures)
         return results
 
     def _run(self, fn, args, ranges, parts):
@@ -87,10 +116,18 @@ class Pool:
         try:
             _drain(fn, args, chunks)
         finally:
-            for f in futures:
-                f.result()
+            _finish(futures)
 
 
 def _drain(fn, args, chunks):
     for lo, hi in chunks:
         fn(*args, lo, hi)
+
+
+def _finish(futures) -> None:
+    """Waits for the tasks that started; those still queued are cancelled: the caller drained the
+    shared iterator, so they would find nothing left, and a call must not wait behind another
+    runner's work queued on the shared threads."""
+    for f in futures:
+        if not f.cancel():
+            f.result()
