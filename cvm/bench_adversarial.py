@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .adversarial import CATALOGUE, Case, build  # noqa: F401 - the catalogue, re-exported for the bench's users
+from .errors import CVMError
 
 FIXTURE_MODELS = ("cancer_linear", "digits_mlp", "digits_mlp_fhe", "mnist_cnn", "resnet_cifar")
 BACKENDS = ("numba", "reference")
@@ -31,10 +32,11 @@ BATCH_BYTES = 1 << 28  # a (model, batch) whose inputs and activations exceed th
 FLOOR = 0.1  # a case passes when its gas/s is at least this fraction of the backend's fixture median
 
 
-def fixture_input(name: str):
+def fixture_input(name: str, opset: int | None = None):
     from .bench import load_bench_model
+    from .gas_v2 import repriced
     bm = load_bench_model(name)
-    return bm.model, bm.int_inputs[:1]
+    return (bm.model if opset is None else repriced(bm.model, opset)), bm.int_inputs[:1]
 
 
 # ------------------------------------------------------------------ timing and table
@@ -43,18 +45,34 @@ def measure(model, x, backend: str, batch: int, seconds: float) -> dict:
     from .bench import time_calls
     xb = np.resize(x, (batch,) + x.shape[1:])
     t = time_calls(lambda: model.run(xb, backend=backend), seconds, min_reps=3, max_reps=100_000)
-    s = float(np.median(t))
+    s, cold = float(np.median(t)), cold_seconds(model, xb, backend)
     return {"batch": batch, "backend": backend, "gas": model.gas, "seconds": s, "reps": len(t),
-            "gas_per_s": model.gas * batch / s, "charged_per_s": model.call_gas(batch) / s}
+            "gas_per_s": model.gas * batch / s, "charged_per_s": model.call_gas(batch) / s,
+            "cold_seconds": cold, "cold_per_s": model.call_gas(batch) / cold}
+
+
+def cold_seconds(model, xb, backend: str, reps: int = 3) -> float:
+    """A call of a model that is not in the store: decode and verify its bytes (Model.from_bytes), prepare
+    the backend and run once; median of `reps` in this warm process (kernels compiled and imports done
+    once per process, as on a node that has served other models)."""
+    from .model import Model
+    data, times = model.to_bytes(), []
+    for _ in range(reps):
+        t = time.perf_counter()
+        Model.from_bytes(data).run(xb, backend=backend)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
 
 
 def run_adversarial(names=None, backends=BACKENDS, batches=(1,), seconds: float = 0.2, fixtures=FIXTURE_MODELS,
-                    log=print) -> list[dict]:
+                    log=print, opset: int | None = None) -> list[dict]:
     """Rows for the fixtures (kind "fixture") and the catalogue (kind "adversarial"), each with
-    gas/s and, for adversarial rows, the ratio to the median fixture gas/s of the backend and batch."""
+    gas/s and, for adversarial rows, the ratio to the median fixture gas/s of the backend and batch
+    (warm, and cold: a model not in the store, against the warm median). `opset`: every model moved
+    to that repricing opset first (a case the opset refuses is a "refused" row)."""
     rows = []
     for name in fixtures:
-        model, x = fixture_input(name)
+        model, x = fixture_input(name, opset)
         for batch in batches:
             for backend in backends:
                 rows.append({"kind": "fixture", "model": name, **measure(model, x, backend, batch, seconds)})
@@ -66,11 +84,15 @@ def run_adversarial(names=None, backends=BACKENDS, batches=(1,), seconds: float 
             medians[(backend, batch)] = float(np.median([r["gas_per_s"] for r in same])) if same else None
             charged_medians[(backend, batch)] = float(np.median([r["charged_per_s"] for r in same])) if same else None
     for r in rows:
-        r["ratio"] = r["gas_per_s"] / medians[(r["backend"], r["batch"])]
-        r["charged_ratio"] = r["charged_per_s"] / charged_medians[(r["backend"], r["batch"])]
+        _ratios(r, medians.get((r["backend"], r["batch"])), charged_medians.get((r["backend"], r["batch"])))
     for name in names or list(CATALOGUE):
         t = time.perf_counter()
-        model, x = build(name)
+        try:
+            model, x = build(name, opset=opset)
+        except CVMError as e:
+            rows.append({"kind": "refused", "model": name, "why": CATALOGUE[name].why, "error": str(e)})
+            log(f"[adversarial] {name}: refused in opset {opset}: {e}")
+            continue
         built = time.perf_counter() - t
         for batch in batches:
             nbytes = batch * (model.analysis.activation_bytes + x.nbytes)  # activations exclude the inputs
@@ -81,18 +103,24 @@ def run_adversarial(names=None, backends=BACKENDS, batches=(1,), seconds: float 
             for backend in backends:
                 r = {"kind": "adversarial", "model": name, "why": CATALOGUE[name].why, "build_s": built,
                      **measure(model, x, backend, batch, seconds)}
-                med, cmed = medians.get((backend, batch)), charged_medians.get((backend, batch))
-                r["ratio"] = r["gas_per_s"] / med if med else None
-                r["charged_ratio"] = r["charged_per_s"] / cmed if cmed else None
-                rows.append(r)
+                rows.append(_ratios(r, medians.get((backend, batch)), charged_medians.get((backend, batch))))
         log(f"[adversarial] {name}: done")
     return rows
+
+
+def _ratios(r: dict, median, charged_median) -> dict:
+    """The row's gas/s over the fixture median: its model gas, what a call pays, and what a cold call
+    (the model not in the store) pays against the warm charged median."""
+    r["ratio"] = r["gas_per_s"] / median if median else None
+    r["charged_ratio"] = r["charged_per_s"] / charged_median if charged_median else None
+    r["cold_ratio"] = r["cold_per_s"] / charged_median if charged_median else None
+    return r
 
 
 def floors(rows: list[dict], ratio: str = "ratio") -> list[dict]:
     """Per (backend, batch): the lowest adversarial ratio, its model, and whether it is >= FLOOR.
     `ratio`: "ratio" (the model's gas) or "charged_ratio" (what a call pays, Model.call_gas)."""
-    gas_per_s = "gas_per_s" if ratio == "ratio" else "charged_per_s"
+    gas_per_s = {"ratio": "gas_per_s", "charged_ratio": "charged_per_s", "cold_ratio": "charged_per_s"}[ratio]
     out = []
     keys = sorted({(r["backend"], r["batch"]) for r in rows if r["kind"] == "adversarial"},
                   key=lambda k: (k[1], BACKENDS.index(k[0]) if k[0] in BACKENDS else 9))
@@ -112,7 +140,7 @@ def floors(rows: list[dict], ratio: str = "ratio") -> list[dict]:
 def print_table(rows: list[dict], out=None) -> None:
     out = out or sys.stdout
     print(f"{'model':<22} {'batch':>5} {'backend':<9} {'gas':>13} {'s/run':>10} {'gas/s':>9} {'vs median':>9} "
-          f"{'charged/s':>9} {'vs median':>9}", file=out)
+          f"{'charged/s':>9} {'vs median':>9} {'cold s':>10} {'cold':>9}", file=out)
 
     def ratio_text(r, key):
         if r.get(key) is None:
@@ -124,11 +152,16 @@ def print_table(rows: list[dict], out=None) -> None:
         for r in (r for r in rows if r["kind"] == kind):
             print(f"{r['model']:<22} {r['batch']:>5} {r['backend']:<9} {r['gas']:>13,} {r['seconds']:>10.3e} "
                   f"{r['gas_per_s']:>9.2e} {ratio_text(r, 'ratio')}{r['charged_per_s']:>9.2e} "
-                  f"{ratio_text(r, 'charged_ratio')}".rstrip(), file=out)
-    print("(gas/s: the model's gas; charged/s: what a call through the chain pays, Model.call_gas: CALL_BASE_GAS "
-          "once, the model's gas, GAS_PER_IO_BYTE per input and output byte; vs median: over the median of the "
-          f"fixture models on the same backend and batch; '<' marks a case below {FLOOR})", file=out)
-    for basis, label in (("ratio", "model gas"), ("charged_ratio", "charged gas")):
+                  f"{ratio_text(r, 'charged_ratio')}{r['cold_seconds']:>10.3e} {ratio_text(r, 'cold_ratio')}".rstrip(),
+                  file=out)
+    for r in (r for r in rows if r["kind"] == "refused"):
+        print(f"{r['model']:<22} refused: {r['error']}", file=out)
+    print("(gas/s: the model's gas; charged/s: what a call through the chain pays, Model.call_gas (the call's fixed "
+          "charge, the model's gas, the input and output bytes, and in opset 4 the constant bytes); vs median: over "
+          "the median of the fixture models on the same backend and batch; cold: a call of a model not in the store "
+          "(decode, verify, prepare, run once) over the warm charged median; '<' marks a case below "
+          f"{FLOOR})", file=out)
+    for basis, label in (("ratio", "model gas"), ("charged_ratio", "charged gas"), ("cold_ratio", "cold call")):
         for f in floors(rows, basis):
             verdict = ">=" if f["ok"] else "<"
             below = f"; below {FLOOR}: {', '.join(f['below'])}" if f["below"] else ""
@@ -140,20 +173,22 @@ def print_table(rows: list[dict], out=None) -> None:
 # ------------------------------------------------------------------ CLI
 
 def run_cli(names=None, backends=BACKENDS, batches=(1,), seconds: float = 0.2, fixtures=FIXTURE_MODELS,
-            json_path=None, out=None) -> list[dict]:
+            json_path=None, out=None, opset: int | None = None) -> list[dict]:
     from .bench import machine
     out = out or sys.stdout
     before = machine()["loadavg"]
-    rows = run_adversarial(names, backends, batches, seconds, fixtures, log=lambda s: print(s, file=sys.stderr))
+    rows = run_adversarial(names, backends, batches, seconds, fixtures, log=lambda s: print(s, file=sys.stderr),
+                           opset=opset)
     info = machine()
     info["loadavg_before"] = before
     load = f"; load average before {before[0]:.2f}, after {info['loadavg'][0]:.2f}" if before else ""
     print(f"CPU: {info['cpu']} ({info['cpus']} CPUs){load}; batch {', '.join(map(str, batches))}, "
-          f">= {seconds} s per measurement", file=out)
+          f">= {seconds} s per measurement; opset {opset or 'as built'}", file=out)
     print_table(rows, out)
     if json_path:
         Path(json_path).write_text(json.dumps({"machine": info, "rows": rows,
-                                               "floors": floors(rows) + floors(rows, "charged_ratio")}, indent=1))
+                                               "floors": floors(rows) + floors(rows, "charged_ratio")
+                                               + floors(rows, "cold_ratio")}, indent=1))
     return rows
 
 
@@ -186,6 +221,7 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=0.2, help="minimum timing per (model, backend, batch)")
     p.add_argument("--no-fixtures", action="store_true", help="skip the fixture models (ratios then '-')")
     p.add_argument("--json", default=None, help="also write the rows, the floors and the machine to this file")
+    p.add_argument("--opset", type=int, default=None, help="move every model to this repricing opset (3 or 4) first")
     p.add_argument("--list", action="store_true", help="list the catalogue and exit")
     args = p.parse_args(argv)
     unknown = [m for m in args.models if m not in CATALOGUE]
@@ -196,7 +232,7 @@ def main(argv=None) -> int:
             print(f"{c.name:<22} {c.why}")
         return 0
     run_cli(args.models or None, tuple(args.backends), tuple(args.batches), args.seconds,
-            () if args.no_fixtures else FIXTURE_MODELS, args.json)
+            () if args.no_fixtures else FIXTURE_MODELS, args.json, opset=args.opset)
     return 0
 
 

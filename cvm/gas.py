@@ -18,22 +18,28 @@ CALL_BASE_GAS = 3000  # a call's fixed cost, once per call whatever the model: c
 
 
 class Schedule:
-    """What a gas schedule charges beyond the ops' own cost formulas (OpDef.cost): per node, once per
-    call, and per byte of input and output a call moves (ceil(bytes * io_num / io_den) over the whole
-    call). cvm.ops.SCHEDULES names each opset's schedule; the verifier adds `node` to every node's cost
-    and cvm.gas.call_gas the rest."""
+    """What a gas schedule charges beyond the ops' own cost formulas (OpDef.cost): per node and per input
+    a node lists (`edge`), once per call, per constant byte once per call (`load_num / load_den`: loading a
+    model that is not in the store), and per byte of input and output a call moves (ceil(bytes * io_num /
+    io_den) over the whole call). cvm.ops.SCHEDULES names each opset's schedule; the verifier adds `node`
+    and `edge` to every node's cost and cvm.gas.call_gas the rest."""
 
-    __slots__ = ("name", "node", "call", "io_num", "io_den")
+    __slots__ = ("name", "node", "call", "io_num", "io_den", "edge", "load_num", "load_den")
 
-    def __init__(self, name: str, node: int, call: int, io_num: int, io_den: int = 1):
+    def __init__(self, name: str, node: int, call: int, io_num: int, io_den: int = 1, *, edge: int = 0,
+                 load_num: int = 0, load_den: int = 1):
         self.name, self.node, self.call, self.io_num, self.io_den = name, node, call, io_num, io_den
+        self.edge, self.load_num, self.load_den = edge, load_num, load_den
 
     def io_gas(self, nbytes: int) -> int:
         return -(-nbytes * self.io_num // self.io_den)
 
+    def load_gas(self, constant_bytes: int) -> int:
+        return -(-constant_bytes * self.load_num // self.load_den)
+
     def __repr__(self) -> str:
-        return (f"Schedule({self.name}: node {self.node}, call {self.call}, io {self.io_num}/{self.io_den} "
-                f"per byte)")
+        return (f"Schedule({self.name}: node {self.node}, edge {self.edge}, call {self.call}, io {self.io_num}/"
+                f"{self.io_den} per byte, load {self.load_num}/{self.load_den} per constant byte)")
 
 
 SCHEDULE_V1 = Schedule("v1", GAS_PER_NODE, CALL_BASE_GAS, GAS_PER_IO_BYTE)  # opsets 1 and 2
@@ -47,7 +53,12 @@ def sample_io_bytes(model) -> int:
 def call_gas(model, batch: int = 1) -> int:
     """What a call of `batch` samples through the chain pays under the schedule of the model's opset
     (docs/spec.md, "Cost"; docs/chain.md): the call's fixed charge, the model's gas per sample, and the
-    input and output bytes. Under schedule v1 this is Model.call_gas."""
+    input and output bytes, and (schedule v3) its constant bytes. This is Model.call_gas."""
     from .ops import SCHEDULES
     s = SCHEDULES[model.graph.opset]
-    return s.call + model.gas * batch + s.io_gas(sample_io_bytes(model) * batch)
+    return s.call + s.load_gas(constant_bytes(model)) + model.gas * batch + s.io_gas(sample_io_bytes(model) * batch)
+
+
+def constant_bytes(model) -> int:
+    """Bytes of the model's constants at their stored dtypes (what loading it decodes, hashes and checks)."""
+    return sum(int(v.nbytes) for v in model.graph.constants.values())

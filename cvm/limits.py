@@ -7,7 +7,7 @@ an explicit opset is written in the oldest opset that holds its ops and whose li
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from math import prod
 from types import MappingProxyType
 
@@ -25,6 +25,7 @@ class Limits:
     total_constant_elements: int  # all constants together
     activation_bytes: int  # per sample, all node outputs at their storage size
     run_bytes: int  # batch x activation bytes of one run, checked before a run allocates
+    node_inputs: int | None = None  # inputs one node may list (None: any number, opsets 1-3)
 
 
 LIMITS = MappingProxyType({
@@ -36,7 +37,14 @@ LIMITS = MappingProxyType({
               total_constant_elements=1 << 28, activation_bytes=1 << 32, run_bytes=1 << 32),
 })
 LIMITS = MappingProxyType({**LIMITS, 3: LIMITS[2]})  # opset 3 reprices opset 2 (gas schedule v2), same limits
-NEWEST = LIMITS[max(LIMITS)]  # the largest limits: what a reader must be ready for before it knows the opset
+# Opset 4 (gas schedule v3) bounds the inputs a node lists: in opsets 1-3 one concat may list 10^6 inputs
+# (a 2 MB file), whose verification and planning no gas paid. 1,024 is 20 times the widest concat of a
+# real model we convert (DenseNet-201's 49) and keeps a node's edges, each paid by EDGE gas, a small part
+# of what its verification costs (docs/spec.md, "Gas schedule v3").
+MAX_NODE_INPUTS = 1024
+LIMITS = MappingProxyType({**LIMITS, 4: replace(LIMITS[2], node_inputs=MAX_NODE_INPUTS)})
+NEWEST = LIMITS[2]  # the largest limits (3 and 4 reprice opset 2; 4 also bounds node inputs): what a reader must be
+# ready for before it knows the opset
 MAX_FILE_BYTES = NEWEST.file_bytes  # checked before a file's opset is known; its opset's own limit after
 
 

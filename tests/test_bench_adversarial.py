@@ -47,7 +47,8 @@ def test_bench_runs_end_to_end_and_prints_floors(tmp_path):
     text = out.getvalue()
     assert "floor (model gas) numba batch 1" in text and "floor (charged gas) reference batch 2" in text
     data = json.loads((tmp_path / "adv.json").read_text())
-    assert len(data["floors"]) == 8 and data["rows"]
+    assert len(data["floors"]) == 12 and data["rows"]  # model gas, charged, cold call x (backend, batch)
+    assert "floor (cold call) numba batch 1" in text
 
 
 def test_cvm_bench_adversarial_flag(capsys):

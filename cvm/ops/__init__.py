@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Iterable, Mapping, TypeVar
 
-from .. import gas, gas_v2, limits
+from .. import gas, gas_v2, gas_v3, limits
 from . import elementwise, layout, linear, pool, rescale, text, vision
 from .base import Arg, OpDef, RuleError
 
@@ -53,9 +53,15 @@ OPSET_V2 = derive(OPSET_V1, [*vision.OPS, *text.OPS])
 # gas it always had. Backends run it with opset 2's tables (by_opset, REPRICES).
 OPSET_V3 = derive(OPSET_V2, gas_v2.reprice(OPSET_V2))
 
-OPSETS = MappingProxyType({1: OPSET_V1, 2: OPSET_V2, 3: OPSET_V3})
-SCHEDULES = MappingProxyType({1: gas.SCHEDULE_V1, 2: gas.SCHEDULE_V1, 3: gas_v2.SCHEDULE_V2})  # opset -> charges
-REPRICES = MappingProxyType({3: 2})  # an opset that only reprices -> the opset whose semantics it has
+# Opset 4: gas schedule v3 (cvm.gas_v3, docs/spec.md "Gas schedule v3"): opset 2's ops with the same
+# semantics, priced as in v2 but for memory-bound data movement, edges and loading; its limits bound the
+# inputs of a node (cvm.limits.MAX_NODE_INPUTS). Chosen by name only, like opset 3.
+OPSET_V4 = derive(OPSET_V2, gas_v3.reprice(OPSET_V2))
+
+OPSETS = MappingProxyType({1: OPSET_V1, 2: OPSET_V2, 3: OPSET_V3, 4: OPSET_V4})
+SCHEDULES = MappingProxyType({1: gas.SCHEDULE_V1, 2: gas.SCHEDULE_V1, 3: gas_v2.SCHEDULE_V2,
+                             4: gas_v3.SCHEDULE_V3})  # opset -> charges
+REPRICES = MappingProxyType({3: 2, 4: 2})  # an opset with opset 2's semantics (its own prices and limits) -> 2
 LATEST_OPSET = max(set(OPSETS) - set(REPRICES))  # the newest opset a graph is written in without naming one
 
 
@@ -74,5 +80,5 @@ def lowest_opset(ops: Iterable[str], footprint: limits.Footprint | None = None) 
     return LATEST_OPSET
 
 
-__all__ = ["Arg", "OpDef", "RuleError", "OPSETS", "OPSET_V1", "OPSET_V2", "OPSET_V3", "SCHEDULES", "REPRICES",
+__all__ = ["Arg", "OpDef", "RuleError", "OPSETS", "OPSET_V1", "OPSET_V2", "OPSET_V3", "OPSET_V4", "SCHEDULES", "REPRICES",
            "LATEST_OPSET", "derive", "by_opset", "repriced_keys", "lowest_opset"]

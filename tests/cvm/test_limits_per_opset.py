@@ -1,6 +1,7 @@
 """Size limits per opset: opset 1 keeps its shipped values; opset 2 admits VGG-16, ViT-B/16 and a
 1024x1024 detector; a graph is written in the lowest opset whose ops and limits admit it, so every
 existing model keeps its opset and hash; decoding and verification apply the graph's own opset's limits."""
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ from cvm import limits
 from cvm.format import check_file_size, decode_graph, encode_graph, graph_to_obj
 from cvm.ir import Graph, Input, Node
 from cvm.limits import LIMITS, Footprint
-from cvm.ops import LATEST_OPSET, OPSETS, lowest_opset
+from cvm.ops import LATEST_OPSET, OPSETS, REPRICES, lowest_opset
 from cvm.verify import Verifier
 
 ROOT = Path(__file__).parents[2]
@@ -28,8 +29,13 @@ def test_opset_1_keeps_its_shipped_limits():
 
 def test_every_opset_has_limits_and_they_never_shrink():
     assert set(LIMITS) == set(OPSETS)
-    for old, new in zip(sorted(LIMITS), sorted(LIMITS)[1:]):
-        assert all(a <= b for a, b in zip(vars(LIMITS[old]).values(), vars(LIMITS[new]).values())), (old, new)
+    chosen = sorted(set(LIMITS) - set(REPRICES))  # the opsets lowest_opset picks from: none shrinks
+    for old, new in zip(chosen, chosen[1:]):
+        assert all(a is b is None or a <= b for a, b in zip(vars(LIMITS[old]).values(), vars(LIMITS[new]).values())), (old, new)
+    # a repricing opset keeps its base's size limits; opset 4 also bounds a node's inputs
+    for opset, base in REPRICES.items():
+        assert replace(LIMITS[opset], node_inputs=None) == LIMITS[base]
+    assert LIMITS[4].node_inputs == limits.MAX_NODE_INPUTS and all(LIMITS[o].node_inputs is None for o in (1, 2, 3))
     assert limits.NEWEST == LIMITS[LATEST_OPSET] and limits.MAX_FILE_BYTES == limits.NEWEST.file_bytes
     for lim in LIMITS.values():
         assert lim.run_bytes >= lim.activation_bytes  # batch 1 of the largest model runs

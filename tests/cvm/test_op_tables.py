@@ -56,5 +56,6 @@ def test_backend_tables_are_keyed_by_opset():
     v1 = {"add": 1, "sub": 2}
     table = by_opset({1: v1, 2: derive(v1, {"mul": 3}, removed=["sub"])})
     # opset 3 only reprices opset 2 (cvm.ops.REPRICES): backends run it with opset 2's entries
-    assert dict(table) == {(1, "add"): 1, (1, "sub"): 2, (2, "add"): 1, (2, "mul"): 3, (3, "add"): 1, (3, "mul"): 3}
+    assert dict(table) == {(1, "add"): 1, (1, "sub"): 2, (2, "add"): 1, (2, "mul"): 3, (3, "add"): 1, (3, "mul"): 3,
+                           (4, "add"): 1, (4, "mul"): 3}
     assert dict(by_opset({1: v1})) == {(1, "add"): 1, (1, "sub"): 2}
