@@ -10,6 +10,7 @@ import numpy as np
 from . import CVMError, FormatError, InputError, load, output_hash
 from .clikit import HelpFormatter, OneLineParser, read_arrays, run_guarded
 from .model import BACKENDS
+from .model_file import open_regular
 from .report import table
 
 PREVIEW_ROWS, PREVIEW_COLUMNS = 4, 16  # what `cvm run` prints of an output without -o
@@ -28,11 +29,12 @@ def _load(path: str):
 
 def _looks_like_onnx(path: str) -> bool:
     """An .onnx name, or a protobuf ModelProto's usual start: field 1 (ir_version, a varint: byte 0x08)
-    holding a small version (ONNX IR versions are 3..12); a .cvm file starts with a msgpack map."""
+    holding a small version (ONNX IR versions are 3..12); a .cvm file starts with a msgpack map. Opened
+    as the loader does (cvm.model_file): a device or a FIFO is neither, and is not read."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(2)
-    except OSError:
+    except (OSError, FormatError):
         return False
     return str(path).lower().endswith(".onnx") or (len(head) == 2 and head[0] == 0x08 and 1 <= head[1] <= 20)
 

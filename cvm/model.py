@@ -15,6 +15,7 @@ from .errors import FormatError, GasLimitExceeded, InputError
 from .gas import call_gas as schedule_call_gas
 from .format import check_file_size, decode_file, decode_graph, encode_file, encode_graph, model_hash
 from .ir import Graph
+from .model_file import read_model_file
 from .arith import bits_max
 from .values import storage_dtype
 from .verify import Analysis, verify
@@ -272,14 +273,12 @@ def _as_array(x, name: str) -> np.ndarray:
 
 
 def load(path: str | os.PathLike) -> Model:
-    path = Path(path)
+    """The verified model of a .cvm file, read within the limit (cvm.model_file)."""
     try:
-        size = path.stat().st_size
+        data = read_model_file(path)
     except OSError as e:
         raise FormatError(f"cannot read model file {path}: {e.strerror}") from None
-    if size > limits.MAX_FILE_BYTES:
-        raise FormatError(f"model file {path} is {size} bytes > limit {limits.MAX_FILE_BYTES}")
-    return Model.from_bytes(path.read_bytes())
+    return Model.from_bytes(data)
 
 
 def loads(data: bytes) -> Model:

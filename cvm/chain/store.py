@@ -22,6 +22,7 @@ from pathlib import Path
 
 import cvm
 from cvm import limits
+from cvm.model_file import read_model_file
 
 SUFFIX = ".cvm"
 HASH_BYTES = 32
@@ -119,7 +120,7 @@ class ModelStore:
             data = bytes(model)
         else:
             try:
-                data = Path(model).read_bytes()
+                data = read_model_file(model)  # (a FormatError, as any model that does not load)
             except OSError as e:
                 raise StoreError(f"cannot read {model}: {e}") from None
         try:
@@ -141,7 +142,7 @@ class ModelStore:
         """The model and bytes of `target` when it is a good file of this model; None when it is
         missing or bad (then `put` replaces it)."""
         try:
-            existing = target.read_bytes()
+            existing = read_model_file(target)
             model = loaded if existing == data else cvm.loads(existing)
         except Exception:
             return None
@@ -177,12 +178,11 @@ class ModelStore:
             bad = self._bad.get(model_hash)
         if bad is not None and bad[0] == signature:
             raise BadModelFile(bad[1])
-        if st.st_size > limits.MAX_FILE_BYTES:
-            reason = f"{target.name}: {st.st_size} bytes > limit {limits.MAX_FILE_BYTES}"
-            self._mark_bad(model_hash, signature, reason)
-            raise BadModelFile(reason)
         try:
-            data = target.read_bytes()
+            data = read_model_file(target)
+        except cvm.FormatError as e:  # not a regular file, or over the limit: remembered
+            self._mark_bad(model_hash, signature, str(e))
+            raise BadModelFile(str(e)) from None
         except Exception as e:  # an I/O failure may pass: not remembered
             raise BadModelFile(f"{target.name}: cannot read: {_describe(e)}") from None
         try:
