@@ -122,6 +122,7 @@ class Verifier:
         where = node.output
         if len(self.attrs) >= self.limits.nodes:
             raise LimitError("limits.nodes", f"more than {self.limits.nodes} nodes")
+        self.check_node_inputs(node)
         opdef = self.ops.get(node.op)
         if opdef is None:
             raise VerifyError("node.op", f"unknown op {node.op!r} (opset {self.opset})", where)
@@ -129,19 +130,9 @@ class Verifier:
         if n_in < opdef.min_inputs or (opdef.max_inputs >= 0 and n_in > opdef.max_inputs):
             raise VerifyError("node.arity", f"{node.op} takes {opdef.min_inputs}..{opdef.max_inputs if opdef.max_inputs >= 0 else 'n'} "
                                             f"inputs, got {n_in}", where)
-        args = []
-        for pos, name in enumerate(node.inputs):
-            info = self.tensors.get(name)
-            if info is None:
-                raise VerifyError("structure.order", f"input {name!r} is not defined before this node", where)
-            stats = self.constants.get(name) if info.kind == "const" else None
-            const = None if stats is None else stats.values
-            if pos in opdef.const_inputs and const is None:
-                raise VerifyError("node.const_input", f"{node.op} input {pos} ({name!r}) must be a constant", where)
-            if pos in opdef.activation_inputs and const is not None:
-                raise VerifyError("node.activation_input", f"{node.op} input {pos} ({name!r}) must not be a constant", where)
-            args.append(Arg(info.shape, info.lo, info.hi, const, stats))
-        if all(a.is_const for a in args):
+        distinct = self._distinct_args(node, opdef)
+        args = list(map(distinct.__getitem__, node.inputs))  # one Arg per distinct name, shared by its listings
+        if all(a.is_const for a in distinct.values()):
             raise VerifyError("node.const_only", f"{node.op} has only constant inputs (fold it at conversion)", where)
         try:
             attrs = opdef.resolve_attrs(node.attrs)
@@ -161,6 +152,46 @@ class Verifier:
         self.attrs.append(attrs)
         self.costs.append(cost)
         return info
+
+    def check_node_inputs(self, node) -> None:
+        """limits.node_inputs (opset 4 on): how many inputs one node may list."""
+        cap = self.limits.node_inputs
+        if cap is not None and len(node.inputs) > cap:
+            raise LimitError("limits.node_inputs", f"{node.op} lists {len(node.inputs)} inputs > {cap}", node.output)
+
+    def _distinct_args(self, node, opdef) -> dict[str, Arg]:
+        """Each distinct input name's Arg, in order of first listing. A node of opsets 1-3 may list
+        10^6 inputs: per listing only C-level work here (dict.fromkeys, list.index); the rules that
+        depend on a position (structure.order, node.const_input, node.activation_input) are checked
+        at the few positions where one can fail, in position order, so the first failing position
+        raises, as a check of every listing in turn would."""
+        args: dict[str, Arg] = {}
+        undefined = None
+        for name in dict.fromkeys(node.inputs):
+            info = self.tensors.get(name)
+            if info is None:
+                undefined = name
+                break
+            stats = self.constants.get(name) if info.kind == "const" else None
+            args[name] = Arg(info.shape, info.lo, info.hi, None if stats is None else stats.values, stats)
+        n_in = len(node.inputs)
+        positions = {p for p in (*opdef.const_inputs, *opdef.activation_inputs) if p < n_in}
+        if undefined is not None:
+            positions.add(node.inputs.index(undefined))  # its first listing: the first undefined one
+        for pos in sorted(positions):
+            self._check_input(node, opdef, pos, args.get(node.inputs[pos]))
+        return args
+
+    @staticmethod
+    def _check_input(node, opdef, pos: int, arg: Arg | None) -> None:
+        """The rules on input `pos` of a node (arg: None when its name is not defined yet)."""
+        name, where = node.inputs[pos], node.output
+        if arg is None:
+            raise VerifyError("structure.order", f"input {name!r} is not defined before this node", where)
+        if pos in opdef.const_inputs and arg.const is None:
+            raise VerifyError("node.const_input", f"{node.op} input {pos} ({name!r}) must be a constant", where)
+        if pos in opdef.activation_inputs and arg.const is not None:
+            raise VerifyError("node.activation_input", f"{node.op} input {pos} ({name!r}) must not be a constant", where)
 
     def _check_memory(self, where: str) -> None:
         if self.act_bytes > self.limits.activation_bytes:
@@ -190,6 +221,9 @@ def verify(graph: Graph) -> Analysis:
     v = Verifier(graph.opset)
     if len(graph.nodes) > v.limits.nodes:  # before any work
         raise LimitError("limits.nodes", f"{len(graph.nodes)} nodes > {v.limits.nodes}")
+    if v.limits.node_inputs is not None:  # before any work too: one length per node
+        for node in graph.nodes:
+            v.check_node_inputs(node)
     if not graph.inputs:
         raise VerifyError("structure.inputs", "the model has no inputs")
     if not graph.outputs:

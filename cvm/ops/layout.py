@@ -1,11 +1,13 @@
 """Ops that move values without changing them: reshape, flatten, transpose, concat, pad, slice."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .. import gas
 from ..limits import MAX_GEOMETRY
-from .base import Attr, OpDef, elements, require, require_range, with_batch
+from .base import Attr, OpDef, RuleError, elements, require, require_range, with_batch
 
 
 def _same_bound(args, a, out):
@@ -45,14 +47,26 @@ TRANSPOSE = OpDef("transpose", 1, 1, {"perm": Attr("ints")}, transpose_shape, _s
 
 
 def concat_shape(args, a):
-    shapes, ax = [x.shape for x in args], a["axis"]
-    require(any(not x.is_const for x in args), "node.const_only", "concat needs at least one activation input")
-    rank = len(shapes[0])
-    require(all(len(s) == rank for s in shapes), "shape.rank", f"concat inputs differ in rank: {shapes}")
+    """Per listed input only C-level work (map): a node of opsets 1-3 may list 10^6 inputs, which share
+    a few Args (the verifier makes one per distinct name); the rules are checked over the distinct
+    shapes, and the messages (which list every input's shape) are formatted only to raise."""
+    ax, first = a["axis"], args[0].shape
+    distinct = dict(zip(map(id, args), args)).values()
+    require(any(not x.is_const for x in distinct), "node.const_only", "concat needs at least one activation input")
+    shapes, rank = {x.shape for x in distinct}, len(first)
+    if any(len(s) != rank for s in shapes):
+        raise RuleError("shape.rank", f"concat inputs differ in rank: {list(map(_SHAPE, args))}")
     require(0 <= ax < rank, "attrs.axis", f"axis {ax} out of range for rank {rank}")
-    require(all(s[:ax] + s[ax + 1:] == shapes[0][:ax] + shapes[0][ax + 1:] for s in shapes), "shape.concat",
-            f"concat inputs differ off axis {ax}: {shapes}")
-    return shapes[0][:ax] + (sum(s[ax] for s in shapes),) + shapes[0][ax + 1:]
+    if any(s[:ax] + s[ax + 1:] != first[:ax] + first[ax + 1:] for s in shapes):
+        raise RuleError("shape.concat", f"concat inputs differ off axis {ax}: {list(map(_SHAPE, args))}")
+    return first[:ax] + (sum(map(operator.itemgetter(ax), map(_SHAPE, args))),) + first[ax + 1:]
+
+
+def concat_bound(args, a, out):
+    return min(map(_LO, args)), max(map(_HI, args))
+
+
+_SHAPE, _LO, _HI = (operator.attrgetter(f) for f in ("shape", "lo", "hi"))
 
 
 def concat_ref(*xs, axis):
@@ -78,8 +92,7 @@ def concat_ref(*xs, axis):
     return np.take(stacked, index, axis=axis + 1)
 
 
-CONCAT = OpDef("concat", 1, -1, {"axis": Attr("int")}, concat_shape,
-               lambda args, a, out: (min(x.lo for x in args), max(x.hi for x in args)), _copy_cost, concat_ref,
+CONCAT = OpDef("concat", 1, -1, {"axis": Attr("int")}, concat_shape, concat_bound, _copy_cost, concat_ref,
                doc="y = inputs joined along axis (constants are repeated over the batch)")
 
 

@@ -268,28 +268,38 @@ def lower_pad(p: Planner, index, node, attrs):
 
 def lower_concat(p: Planner, index, node, attrs):
     """np.concatenate into the output; when inputs repeat (one tensor listed 10^5 times costs one gas
-    per output element), each distinct input is copied once and one take() gathers the output."""
-    if lower_fused.lower_concat(p, index, node, attrs):
+    per output element), each distinct input is copied once and one take() gathers the output, along
+    an index made here with per listing only C-level work (a node of opsets 1-3 may list 10^6 inputs)."""
+    distinct = list(dict.fromkeys(node.inputs))
+    repeats = len(distinct) != len(node.inputs)
+    # with repeated inputs the NHWC path never applies, and no input was deferred to it (lower_fused)
+    if not repeats and lower_fused.lower_concat(p, index, node, attrs):
         return
-    names = [n if p.const(n) is not None else p.viewable(n) for n in node.inputs]
-    acts = list(dict.fromkeys(n for n in names if p.const(n) is None))
+    view = {n: n if p.const(n) is not None else p.viewable(n) for n in distinct}
+    acts = [v for n, v in view.items() if p.const(n) is None]
     axis = attrs["axis"] + 1
-    distinct = list(dict.fromkeys(names))
+    gather = _gather_index(p, node, distinct, attrs["axis"]) if repeats else None
+    sum_sizes = int(sum(p.analysis.tensors[n].shape[axis - 1] for n in distinct))
 
     def bind(ins, out):
         got = dict(zip(acts, ins))
-        parts = {n: np.broadcast_to(p.const(n), (out.shape[0],) + p.const(n).shape) if n not in got
-                 else canonical(got[n], p.values[n]) for n in distinct}
-        if len(distinct) == len(names):
-            return [(_concat, ([parts[n] for n in names], axis, out))]
-        sizes = np.array([parts[n].shape[axis] for n in distinct])
-        where = {n: k for k, n in enumerate(distinct)}
-        which = np.array([where[n] for n in names])
-        lengths, starts = sizes[which], (np.cumsum(sizes) - sizes)[which]
-        gather = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
-        stacked = np.empty(out.shape[:axis] + (int(sizes.sum()),) + out.shape[axis + 1:], out.dtype)
-        return [(_concat, (list(parts.values()), axis, stacked)), (_take, (stacked, gather, axis, out))]
+        parts = [np.broadcast_to(p.const(n), (out.shape[0],) + p.const(n).shape) if p.const(n) is not None
+                 else canonical(got[view[n]], p.values[view[n]]) for n in distinct]
+        if gather is None:
+            return [(_concat, (parts, axis, out))]
+        stacked = np.empty(out.shape[:axis] + (sum_sizes,) + out.shape[axis + 1:], out.dtype)
+        return [(_concat, (parts, axis, stacked)), (_take, (stacked, gather, axis, out))]
     p.add("concat", acts, node.output, p.spec_value(node.output), bind)
+
+
+def _gather_index(p: Planner, node, distinct: list, axis: int) -> np.ndarray:
+    """Where each output position along `axis` (per sample) lies in the distinct inputs laid out
+    one after another."""
+    position = {n: k for k, n in enumerate(distinct)}
+    which = np.fromiter(map(position.__getitem__, node.inputs), np.intp, len(node.inputs))
+    sizes = np.array([p.analysis.tensors[n].shape[axis] for n in distinct], np.intp)
+    lengths, starts = sizes[which], (np.cumsum(sizes) - sizes)[which]
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
 
 
 def _concat(parts, axis, out):

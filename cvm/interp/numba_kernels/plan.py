@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Callable
 
 import numpy as np
@@ -114,11 +115,12 @@ class Planner:
         self.deferred: dict[str, tuple] = {}  # tensor -> what its reader applies instead of a step (lower_fused)
         self.paddable: set[str] = set()  # outputs of plain direct VNNI convs, which can be written padded
         self.out_pads: dict[str, tuple[int, int, int, int]] = {}  # those written padded for their reader (pad_fuse)
-        self.uses = Counter(n for node in graph.nodes for n in node.inputs) + Counter(graph.outputs)
-        self.consumers = {}
+        # listings of each tensor; per listing only C-level work (a node of opsets 1-3 may list 10^6 inputs)
+        self.uses = Counter(itertools.chain.from_iterable(map(attrgetter("inputs"), graph.nodes))) + Counter(graph.outputs)
+        self.consumers = {}  # tensor -> the nodes that read it, each once
         self.producer = {node.output: i for i, node in enumerate(graph.nodes)}
         for i, node in enumerate(graph.nodes):
-            for n in node.inputs:
+            for n in dict.fromkeys(node.inputs):
                 self.consumers.setdefault(n, []).append(i)
         for inp in graph.inputs:
             self.values[inp.name] = self.spec_value(inp.name)
