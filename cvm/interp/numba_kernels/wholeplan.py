@@ -16,6 +16,8 @@ bound set (`bind` returns None): the caller keeps its per-step path.
 """
 from __future__ import annotations
 
+import bisect
+
 import functools
 import sys
 from dataclasses import dataclass
@@ -125,7 +127,7 @@ def _arena(arrays: list) -> tuple[np.ndarray, callable, int]:
         lo = byte_bounds(a)[0]
         if not a.nbytes:
             return 0
-        b = blocks[int(np.searchsorted(starts, lo, side="right")) - 1]
+        b = blocks[bisect.bisect_right(starts, lo) - 1]  # O(log n) on the list (np.searchsorted copies it: O(n))
         return b[2] + a.__array_interface__["data"][0] - b[0]
     for a in arrays:
         if a.nbytes:
