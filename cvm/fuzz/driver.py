@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from ..model_file import read_model_file
 from .mutate_nodes import templates
 from .mutations import case_rng, make_case
 from .oracle import MAX_RUN_GAS, Outcome, check
@@ -131,4 +132,4 @@ def replay(path: str | Path) -> Outcome:
     if info_path.exists():
         info = json.loads(info_path.read_text())
         seed, case = info["seed"], info["case"]
-    return check(path.read_bytes(), case_rng(seed, case, 1))
+    return check(read_model_file(path), case_rng(seed, case, 1))

@@ -13,6 +13,7 @@ from typing import Iterable
 import msgpack
 
 from .. import CVMError
+from ..model_file import read_model_file
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SEED_GLOBS = ("fixtures/models/*.cvm", "fixtures/conformance/v1/models/*.cvm")
@@ -37,7 +38,7 @@ def load_seeds(paths: Iterable[str | Path]) -> list[Seed]:
     an empty list is an error because a run without seeds would silently test nothing."""
     seeds = []
     for p in paths:
-        data = Path(p).read_bytes()
+        data = read_model_file(p)
         obj = msgpack.unpackb(data, raw=False)
         seeds.append(Seed(Path(p).name, data, msgpack.unpackb(obj["graph"], raw=False), obj["meta"]))
     if not seeds:
