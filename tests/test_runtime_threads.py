@@ -56,3 +56,17 @@ def test_live_models_share_the_threads():
     runners = [_run_split(cvm.loads(data), x) for _ in range(50)]
     assert threading.active_count() <= start
     del runners
+
+
+def test_dropped_runners_hot_sets_are_released_by_the_next_runner():
+    """A runner that only ever uses its own reserved set never hands one back through give(), which was
+    the only place collected runners' sets were purged: their buffers stayed counted and alive."""
+    model = cvm.loads(_model_bytes())
+    x = np.ones((1, 8), np.int8)
+    for _ in range(50):
+        nb.prepare(model.graph, model.analysis, threads=1)({"x": x})
+    gc.collect()
+    survivor = nb.prepare(model.graph, model.analysis, threads=1)
+    survivor({"x": x})
+    counted = nb.IDLE_SETS.nbytes  # read before held_bytes(), which purges by itself
+    assert counted == survivor.cached_bytes() > 0

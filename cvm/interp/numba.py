@@ -181,6 +181,8 @@ class _IdleSets:
         """Counts b in the budget as `runner`'s hot set, which the runner then takes and returns
         without this lock; False when it already has one, b is over HOT_MAX_BYTES or cannot fit."""
         with self._lock:
+            if self._dead:  # a collected runner's hot set goes before a new one is counted (no give() may come)
+                self._purge()
             if runner in self._hot or b.nbytes > HOT_MAX_BYTES or b.nbytes > MAX_BOUND_BYTES:
                 return False
             self._evict(b.nbytes)
