@@ -36,8 +36,11 @@ def _scale_outputs(node, w, k):
 
 
 def fold_batchnorm(graph):
+    """Every batch_norm folded or rewritten in one walk; each replaces its own slot (a list of nodes per
+    original node, not list.index/remove on the node list: those compare nodes field by field, a scan
+    per batch_norm)."""
     consts = Constants(graph)
-    nodes = list(graph.nodes)
+    slots = {id(n): [n] for n in graph.nodes}
     for bn in graph.nodes:
         if bn.op != "batch_norm":
             continue
@@ -49,8 +52,7 @@ def fold_batchnorm(graph):
             w_name = consts.add(f"{p.inputs[1]}/bn", _scale_outputs(p, w, k))
             b_name = consts.add(f"{p.name or p.outputs[0]}/bias_bn", b * k + t)
             folded = Node(p.op, (p.inputs[0], w_name, b_name), bn.outputs, p.attrs, p.name)
-            nodes[nodes.index(p)] = folded
-            nodes.remove(bn)
+            slots[id(p)], slots[id(bn)] = [folded], []
             continue
         rank = len(graph.full_shape(bn.inputs[0]))
         per_channel = (-1,) + (1,) * (rank - 2)
@@ -59,6 +61,5 @@ def fold_batchnorm(graph):
                    (scaled,), {}, f"{bn.name}/mul")
         add = Node("add", (scaled, consts.add(f"{bn.name}/t", t.reshape(per_channel))),
                    bn.outputs, {}, f"{bn.name}/add")
-        at = nodes.index(bn)
-        nodes[at:at + 1] = [mul, add]
-    return rebuild(graph, nodes, consts.values)
+        slots[id(bn)] = [mul, add]
+    return rebuild(graph, [m for n in graph.nodes for m in slots[id(n)]], consts.values)

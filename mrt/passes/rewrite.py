@@ -1,4 +1,4 @@
-"""Helpers shared by the passes: who reads a tensor, per-channel constants, renaming, and
+"""Helpers shared by the passes: who reads a tensor, per-channel constants, fresh names, and
 rebuilding a graph from edited nodes and constants."""
 import numpy as np
 
@@ -32,13 +32,6 @@ def channel_vector(const, full_shape, axis):
     return np.broadcast_to(const.reshape(-1).astype(np.float64), (full_shape[axis],)).copy()
 
 
-def rename(nodes, old, new):
-    """Nodes with tensor `old` renamed to `new` wherever it is read or written."""
-    swap = lambda names: tuple(new if n == old else n for n in names)  # noqa: E731
-    return [n if old not in n.inputs + n.outputs else
-            type(n)(n.op, swap(n.inputs), swap(n.outputs), n.attrs, n.name) for n in nodes]
-
-
 class Constants:
     """The constants of a graph being rewritten: fresh names for new ones, float32 storage."""
 
@@ -51,6 +44,10 @@ class Constants:
         self._taken.add(name)
         self.values[name] = np.asarray(value, dtype=np.float32)
         return name
+
+    def release(self, name):
+        """`name` is no longer read or written: a later fresh name may take it (as a rebuilt graph's would)."""
+        self._taken.discard(name)
 
     def fresh(self, hint):
         """A fresh tensor name for an intermediate result."""
