@@ -8,6 +8,7 @@ so a model has exactly one encoding and one hash.
 from __future__ import annotations
 
 from itertools import repeat
+from math import prod
 
 import msgpack
 import numpy as np
@@ -90,9 +91,12 @@ def _all(v: list, kind: type) -> bool:
     return all(map(isinstance, v, repeat(kind)))
 
 
+def _is_ints(v) -> bool:
+    return isinstance(v, list) and _all(v, int) and not any(map(isinstance, v, repeat(bool)))
+
+
 def _ints(v, what: str) -> list[int]:
-    _expect(isinstance(v, list) and _all(v, int) and not any(map(isinstance, v, repeat(bool))),
-            f"{what} must be a list of integers")
+    _expect(_is_ints(v), f"{what} must be a list of integers")
     return v
 
 
@@ -101,24 +105,61 @@ def _decode_constants(entries: list, lim: limits.Limits) -> dict[str, np.ndarray
     is the verifier's limits.constants)."""
     constants = {}
     for entry in entries:
-        _expect(isinstance(entry, list) and len(entry) == 4, "a constant must be [name, dtype, shape, data]")
-        name, dt, shape, data = entry
-        _expect(isinstance(name, str), "a constant name must be a string")
-        _expect(isinstance(dt, str) and dt in DTYPE_NAMES, f"constant {name!r} has unknown dtype {dt!r}; allowed: {sorted(DTYPE_NAMES)}")
-        shape = _ints(shape, f"constant {name!r} shape")
-        _expect(len(shape) <= limits.MAX_RANK and all(0 < d <= limits.MAX_DIM for d in shape),
-                f"constant {name!r} has an invalid shape {shape}")
-        n = 1
-        for d in shape:
-            n *= d
-        _expect(n <= lim.constant_elements, f"constant {name!r} has {n} elements > limit {lim.constant_elements}")
-        _expect(isinstance(data, bytes), f"constant {name!r} data must be bytes")
-        dtype = DTYPE_NAMES[dt]
-        _expect(len(data) == n * dtype.itemsize,
-                f"constant {name!r}: {len(data)} bytes of data for shape {shape} of {dt} ({n * dtype.itemsize} expected)")
-        _expect(name not in constants, f"constant {name!r} is defined twice")
-        constants[name] = np.frombuffer(data, dtype=dtype).reshape(shape)
+        name, array = _decode_constant(entry, lim)
+        if name in constants:
+            raise FormatError(f"constant {name!r} is defined twice")
+        constants[name] = array
     return constants
+
+
+def _decode_constant(entry, lim: limits.Limits) -> tuple[str, np.ndarray]:
+    """One [name, dtype, shape, data] entry (a file may hold 10^5 constants: each message is
+    formatted only to raise)."""
+    _expect(isinstance(entry, list) and len(entry) == 4, "a constant must be [name, dtype, shape, data]")
+    name, dt, shape, data = entry
+    _expect(isinstance(name, str), "a constant name must be a string")
+    if not (isinstance(dt, str) and dt in DTYPE_NAMES):
+        raise FormatError(f"constant {name!r} has unknown dtype {dt!r}; allowed: {sorted(DTYPE_NAMES)}")
+    if not _is_ints(shape):
+        raise FormatError(f"constant {name!r} shape must be a list of integers")
+    if not (len(shape) <= limits.MAX_RANK and (not shape or (min(shape) > 0 and max(shape) <= limits.MAX_DIM))):
+        raise FormatError(f"constant {name!r} has an invalid shape {shape}")
+    n = prod(shape)
+    if n > lim.constant_elements:
+        raise FormatError(f"constant {name!r} has {n} elements > limit {lim.constant_elements}")
+    if not isinstance(data, bytes):
+        raise FormatError(f"constant {name!r} data must be bytes")
+    dtype = DTYPE_NAMES[dt]
+    if len(data) != n * dtype.itemsize:
+        raise FormatError(f"constant {name!r}: {len(data)} bytes of data for shape {shape} of {dt} "
+                          f"({n * dtype.itemsize} expected)")
+    return name, np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def _decode_input(entry) -> Input:
+    _expect(isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+            and _is_int(entry[2]), "an input must be [name, shape, bits]")
+    if not _is_ints(entry[1]):
+        raise FormatError(f"input {entry[0]!r} shape must be a list of integers")
+    return Input(entry[0], tuple(entry[1]), entry[2])
+
+
+def _decode_node(entry) -> Node:
+    """One [op, inputs, output, attrs] entry (each message formatted only to raise)."""
+    _expect(isinstance(entry, list) and len(entry) == 4, "a node must be [op, inputs, output, attrs]")
+    op, ins, out, attrs = entry
+    _expect(isinstance(op, str) and isinstance(out, str), "a node's op and output must be strings")
+    if not (isinstance(ins, list) and _all(ins, str)):
+        raise FormatError(f"node {out!r}: inputs must be strings")
+    if not (isinstance(attrs, dict) and _all(list(attrs), str)):
+        raise FormatError(f"node {out!r}: attrs must be a map with string keys")
+    for k, v in attrs.items():
+        if isinstance(v, list):
+            if not _is_ints(v):
+                raise FormatError(f"node {out!r} attribute {k!r} must be a list of integers")
+        elif not _is_int(v):
+            raise FormatError(f"node {out!r}: attribute {k!r} must be an integer or a list of integers")
+    return Node(op, tuple(ins), out, {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()})
 
 
 def decode_graph(consensus: bytes) -> Graph:
@@ -133,27 +174,8 @@ def decode_graph(consensus: bytes) -> Graph:
     _expect(len(obj["nodes"]) <= lim.nodes, f"{len(obj['nodes'])} nodes > limit {lim.nodes}")
     constants = _decode_constants(obj["constants"], lim)
 
-    inputs = []
-    for entry in obj["inputs"]:
-        _expect(isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
-                and _is_int(entry[2]), "an input must be [name, shape, bits]")
-        inputs.append(Input(entry[0], tuple(_ints(entry[1], f"input {entry[0]!r} shape")), entry[2]))
-
-    nodes = []
-    for entry in obj["nodes"]:
-        _expect(isinstance(entry, list) and len(entry) == 4, "a node must be [op, inputs, output, attrs]")
-        op, ins, out, attrs = entry
-        _expect(isinstance(op, str) and isinstance(out, str), "a node's op and output must be strings")
-        _expect(isinstance(ins, list) and _all(ins, str), f"node {out!r}: inputs must be strings")
-        _expect(isinstance(attrs, dict) and all(isinstance(k, str) for k in attrs),
-                f"node {out!r}: attrs must be a map with string keys")
-        for k, v in attrs.items():
-            _expect(_is_int(v) or isinstance(v, list),
-                    f"node {out!r}: attribute {k!r} must be an integer or a list of integers")
-            if isinstance(v, list):
-                _ints(v, f"node {out!r} attribute {k!r}")
-        nodes.append(Node(op, tuple(ins), out, {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}))
-
+    inputs = list(map(_decode_input, obj["inputs"]))
+    nodes = list(map(_decode_node, obj["nodes"]))
     outputs = obj["outputs"]
     _expect(_all(outputs, str), "outputs must be strings")
     graph = Graph(inputs, constants, nodes, outputs, obj["opset"])

@@ -4,6 +4,7 @@ spec's layout, for the ops that only move values or are cheap (add, sub, mul, di
 from __future__ import annotations
 
 import functools
+from math import prod
 
 import numpy as np
 
@@ -132,7 +133,7 @@ def lower_requant(p: Planner, index, node, attrs):
             m = np.ascontiguousarray(m[flat_permutation(x.chw)])
         else:
             axis = _NHWC_AXIS[attrs["axis"]] if x.layout == NHWC else attrs["axis"]
-            inner = int(np.prod(x.stored[axis + 1:], dtype=np.int64))
+            inner = prod(x.stored[axis + 1:])
     shift, lim = attrs["shift"], (1 << (attrs["bits"] - 1)) - 1
     args = (m, inner, (1 << shift) >> 1, shift, -lim, lim)
     p.add("requant", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
@@ -175,10 +176,10 @@ def lower_reduce(p: Planner, index, node, attrs):
     axes = sorted(axes)
     is_max = node.op == "max"
     if stored and axes[-1] - axes[0] + 1 == len(axes):
-        outer = int(np.prod(shape[:axes[0]], dtype=np.int64))
-        mid = int(np.prod(shape[axes[0]:axes[-1] + 1], dtype=np.int64))
+        outer = prod(shape[:axes[0]])
+        mid = prod(shape[axes[0]:axes[-1] + 1])
 
-        last = int(np.prod(shape[axes[-1] + 1:], dtype=np.int64)) == 1  # the rows are contiguous
+        last = prod(shape[axes[-1] + 1:]) == 1  # the rows are contiguous
 
         def bind(ins, out):
             n = ins[0].shape[0] * outer
@@ -198,7 +199,7 @@ def lower_reduce(p: Planner, index, node, attrs):
 
 
 def lower_reshape(p: Planner, index, node, attrs):
-    shape = tuple(attrs["shape"]) if node.op == "reshape" else (int(np.prod(p.values[node.inputs[0]].shape)),)
+    shape = tuple(attrs["shape"]) if node.op == "reshape" else (prod(p.values[node.inputs[0]].shape),)
     x_name = node.inputs[0]
     x = p.values[x_name]
     out_value = p.spec_value(node.output)
@@ -238,7 +239,7 @@ def lower_slice(p: Planner, index, node, attrs):
     one = _one_axis_slice(x.shape, attrs) if x.layout == C else None
     if one is not None:
         a, start, step = one
-        n, inner = x.shape[a], int(np.prod(x.shape[a + 1:], dtype=np.int64))
+        n, inner = x.shape[a], prod(x.shape[a + 1:])
         out_value = p.spec_value(node.output)
         m = out_value.shape[a]
 
