@@ -4,9 +4,12 @@ diffed and reused; the methods are absmax, percentile and mse (the threshold tha
 expected squared quantization error of each tensor at the target's bits)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from eth_hash.auto import keccak
 
+from mrt.errors import BadInput
 from mrt.float_exec import run_float
 from mrt.histogram import abs_histogram, abs_max
 from mrt.progress import bar
@@ -92,7 +95,10 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
     wanted = mac_inputs(graph) if means is not None else set()
 
     def first(name, v):
-        absmax[name] = max(absmax.get(name, 0.0), abs_max(v))
+        m = abs_max(v)
+        if not math.isfinite(m):
+            raise BadInput(_not_finite(graph, name, m))
+        absmax[name] = max(absmax.get(name, 0.0), m)
         if unsigned and name not in negative and v.size and v.min() < 0:
             negative.add(name)
         if name in wanted:
@@ -116,6 +122,15 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
             for name, hist in hists.items()}
 
 
+def _not_finite(graph, name: str, m: float) -> str:
+    """Why a tensor with a NaN or infinite value stops calibration: its ranges (and every scale after them)
+    would be NaN or infinite; named by its tensor and node, as the ONNX model names them."""
+    node = graph.producer(name)
+    where = f"node {node.name!r} ({node.op})" if node is not None else "a graph input"
+    return (f"calibration: tensor {name!r} of {where} is {'NaN' if m != m else 'infinite'} on the calibration data "
+            "(float32 overflow: are the data scaled as the model expects?)")
+
+
 def _run(graph, data, batch_size: int, observe, desc: str, progress: bool) -> None:
     """Every batch through the float graph. The bar counts nodes, not batches: `observe` sees every input
     and node output once a batch, so one large batch moves too (PP-OCR: 2 minutes in one batch)."""
@@ -128,8 +143,9 @@ def _run(graph, data, batch_size: int, observe, desc: str, progress: bool) -> No
             observe(name, v)
             b.update(1)
 
-        for batch in _batches(data, batch_size):
-            run_float(graph, batch, observe=counted)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # `first` names the tensor instead
+            for batch in _batches(data, batch_size):
+                run_float(graph, batch, observe=counted)
 
 
 def _threshold(hist: np.ndarray, absmax: float, method: str, percentile: float, bits: int,

@@ -6,6 +6,7 @@ ONNX node, with that node's name in the message.
 """
 import numpy as np
 
+from mrt import limits
 from mrt.errors import GraphError, UnsupportedOp
 from mrt.float_ops import BATCH
 from mrt.graph import Node, fresh_name, infer_node_shape
@@ -22,12 +23,31 @@ class ImportContext:
         self.full = {}               # IR name of a batched tensor -> full shape (BATCH at 0)
         self.dropped = {}            # ONNX name -> why it has no IR counterpart
         self.optional_outputs = set()  # dropped names that may silently leave the graph outputs
-        self.nodes = []
+        self.nodes = []              # (a property: an assignment re-indexes the node names and producers)
         self.initializers = {}       # IR constants referenced by emitted nodes
         self.batch_one = batch_one   # the model declares batch size 1 (not symbolic)
         self.integer_tensors = set()  # ONNX tensors of an integer element type (importer.integer_tensors)
         self.batch_axes = {}         # ONNX name -> its batch axis where not 0, stored batch-first (batch_major.py)
         self.recurrent = set()       # IR tensors of unrolled recurrences and the sequences they read (ops_rnn.py)
+
+    @property
+    def nodes(self):
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes):
+        self._nodes = list(nodes)
+        self._node_names = {n.name for n in self._nodes}
+        self._producers = {o: n for n in self._nodes for o in n.outputs}
+
+    def producer(self, name):
+        """The IR node emitted so far that writes `name`, or None."""
+        return self._producers.get(name)
+
+    def taken(self):
+        """Every name a new IR tensor or constant must avoid: a view of the three name tables, not their union
+        (a union per emitted node made the import quadratic in the nodes)."""
+        return _Names(self.full, self.initializers, self.consts)
 
     # -- reading ONNX tensors ----------------------------------------------------------------
 
@@ -77,23 +97,22 @@ class ImportContext:
     # -- emitting IR -------------------------------------------------------------------------
 
     def _free(self, name):
-        taken = self.full.keys() | self.initializers.keys()
-        if name in taken:
+        if name in self.full or name in self.initializers:
             raise UnsupportedOp(f"tensor name {name!r} is defined twice")
         return name
 
     def add_const(self, hint, value):
         """A new IR constant (e.g. folded Gemm weights) under a fresh name."""
-        name = fresh_name(hint, self.full.keys() | self.initializers.keys() | self.consts.keys())
+        name = fresh_name(hint, self.taken())
         self.initializers[name] = np.ascontiguousarray(value, dtype=np.float32)
         return name
 
     def emit(self, op, inputs, attrs, node, out=None):
         """Append IR node `op`; `out` is the ONNX output it defines (None: an intermediate)."""
-        taken = self.full.keys() | self.initializers.keys() | self.consts.keys()
-        ir_out = self._free(out) if out else fresh_name(f"{node.output[0]}/{op}", taken)
-        ir_node = Node(op, inputs, (ir_out,), attrs, name=fresh_name(
-            node.name or node.output[0], {n.name for n in self.nodes}))
+        if len(self._nodes) >= limits.max_nodes():  # unrolled recurrences: refused before the next one grows the graph
+            raise GraphError(f"{where(node)}: the float graph grows past {limits.node_limit_text()}")
+        ir_out = self._free(out) if out else fresh_name(f"{node.output[0]}/{op}", self.taken())
+        ir_node = Node(op, inputs, (ir_out,), attrs, name=fresh_name(node.name or node.output[0], self._node_names))
         ins = [self.full[i] if i in self.full else self.initializers[i].shape for i in inputs]
         try:
             shape = infer_node_shape(ir_node, ins)
@@ -102,7 +121,9 @@ class ImportContext:
         if not shape or shape[0] is not BATCH:
             raise UnsupportedOp(f"{where(node)}: result does not depend on the graph input")
         self.full[ir_out] = shape
-        self.nodes.append(ir_node)
+        self._nodes.append(ir_node)
+        self._node_names.add(ir_node.name)
+        self._producers[ir_out] = ir_node
         return ir_out
 
     def emit_chain(self, steps, first, node, out):
@@ -113,3 +134,13 @@ class ImportContext:
             value = self.emit(op, [value, *extra], attrs, node,
                               out=out if k == len(steps) - 1 else None)
         return value
+
+
+class _Names:
+    """Membership in any of several name tables."""
+
+    def __init__(self, *tables):
+        self.tables = tables
+
+    def __contains__(self, name):
+        return any(name in t for t in self.tables)

@@ -21,6 +21,7 @@ from onnx.reference import ReferenceEvaluator
 from mrt.errors import BadInput, GraphError, UnsupportedOp
 from mrt.float_ops import BATCH
 from mrt.graph import Graph
+from mrt.limits import check_onnx
 from mrt.onnx_import import ops_core as core
 from mrt.onnx_import import ops_ml as ml
 from mrt.onnx_import import ops_nn as nn
@@ -219,7 +220,9 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
     7..12 are upgraded first (mrt.onnx_import.opsets). input_shapes: {input name: per-sample shape}
     fixing symbolic dims (mrt.onnx_import.inputs); key "x" for a model with one input. shapes_from_data:
     the shapes were read from calibration data, whose other arrays (labels) are not inputs."""
-    model = upgrade(_load(model_or_path))
+    model = _load(model_or_path)
+    check_onnx(model.graph)  # a graph too large is refused before any fold or upgrade reads it
+    model = upgrade(model)
     opsets = model_opsets(model)
     g = model.graph
     if g.sparse_initializer:

@@ -74,7 +74,7 @@ def normalizer(ctx, node, attrs):
     x = node.input[0]
     norm = attrs.get("norm", "MAX").lower()
     src = ctx.tensor(x, node)
-    producer = next((n for n in ctx.nodes if src in n.outputs), None)
+    producer = ctx.producer(src)
     if norm == "l1" and producer is not None and producer.op == "softmax" and \
             producer.attrs["axis"] == len(ctx.shape(x, node)) - 1:
         ctx.emit("identity", [src], {}, node, out=node.output[0])

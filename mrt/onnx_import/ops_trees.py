@@ -103,7 +103,7 @@ def _emit(ctx, node, ensemble, post: str, out: str):
     names = []
     for label, value in zip(("feature", "threshold", "strict", "left", "right", "leaves", "base"),
                             ensemble.constants()):
-        name = fresh_name(f"{out}/{label}", ctx.full.keys() | ctx.initializers.keys() | ctx.consts.keys())
+        name = fresh_name(f"{out}/{label}", ctx.taken())
         ctx.initializers[name] = np.ascontiguousarray(value)
         names.append(name)
     if not POST[post]:

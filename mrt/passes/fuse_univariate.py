@@ -38,8 +38,9 @@ def _roots(graph) -> dict[str, str]:
     return root
 
 
-def _cone(graph, root, exit_):
-    """The nodes computing `exit_` from root[exit_], in graph order."""
+def _cone(graph, root, exit_, position):
+    """The nodes computing `exit_` from root[exit_], in graph order (`position`: tensor -> its producer's
+    place in graph.nodes; picking the cone out of all the nodes per exit made the pass quadratic)."""
     r, seen, todo = root[exit_], set(), [exit_]
     while todo:
         t = todo.pop()
@@ -47,7 +48,7 @@ def _cone(graph, root, exit_):
             continue
         seen.add(t)
         todo.extend(graph.producer(t).inputs)
-    return [n for n in graph.nodes if n.outputs[0] in seen]
+    return [graph.producer(t) for t in sorted(seen, key=position.__getitem__)]
 
 
 def _worth_a_table(graph, cone) -> bool:
@@ -72,9 +73,9 @@ def _program(graph, cone, r):
 def fuse_univariate(graph):
     root = _roots(graph)
     exits = [t for t in root if t in graph.outputs or any(root.get(c.outputs[0]) != root[t] for c in graph.consumers(t))]
-    fused = {}
+    fused, position = {}, {n.outputs[0]: k for k, n in enumerate(graph.nodes)}
     for e in exits:
-        cone = _cone(graph, root, e)
+        cone = _cone(graph, root, e, position)
         if _worth_a_table(graph, cone):
             fused[e] = Node("univariate", (root[e],), (e,), {"program": _program(graph, cone, root[e])},
                             name=cone[-1].name)
