@@ -95,10 +95,7 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
     wanted = mac_inputs(graph) if means is not None else set()
 
     def first(name, v):
-        m = abs_max(v)
-        if not math.isfinite(m):
-            raise BadInput(_not_finite(graph, name, m))
-        absmax[name] = max(absmax.get(name, 0.0), m)
+        absmax[name] = max(absmax.get(name, 0.0), _finite_abs_max(graph, name, v))
         if unsigned and name not in negative and v.size and v.min() < 0:
             negative.add(name)
         if name in wanted:
@@ -122,13 +119,16 @@ def calibrate(graph, data: dict[str, np.ndarray] | np.ndarray, *, method: str = 
             for name, hist in hists.items()}
 
 
-def _not_finite(graph, name: str, m: float) -> str:
-    """Why a tensor with a NaN or infinite value stops calibration: its ranges (and every scale after them)
-    would be NaN or infinite; named by its tensor and node, as the ONNX model names them."""
+def _finite_abs_max(graph, name: str, v: np.ndarray) -> float:
+    """abs_max(v), or BadInput for a NaN or infinite value: the tensor's ranges (and every scale after them)
+    would be NaN or infinite, and a histogram has no bin for them. Named by tensor and node, as in the ONNX."""
+    m = abs_max(v)
+    if math.isfinite(m):
+        return m
     node = graph.producer(name)
     where = f"node {node.name!r} ({node.op})" if node is not None else "a graph input"
-    return (f"calibration: tensor {name!r} of {where} is {'NaN' if m != m else 'infinite'} on the calibration data "
-            "(float32 overflow: are the data scaled as the model expects?)")
+    raise BadInput(f"calibration: tensor {name!r} of {where} is {'NaN' if m != m else 'infinite'} on the calibration "
+                   "data (float32 overflow: are the data scaled as the model expects?)")
 
 
 def _run(graph, data, batch_size: int, observe, desc: str, progress: bool) -> None:
