@@ -11,8 +11,7 @@ Weights are packed per 16 output channels (a panel), then per pair of k, then la
 wp[((j * k2 + t) * 16 + lane) * 2 + i] = w[16 j + lane, 2 t + i], panels padded to an even count with
 zero weights (a tile takes two). The input is read in place, a pair of int16 at a time (one 32-bit
 broadcast); an odd k's last column is added after the tile by a plain loop. A tile is 4 rows x 32
-channels in registers; the output step is conv.out_rows (touch this file when out_rows changes: numba's
-cache keys a kernel by its own file only).
+channels in registers; the output step is conv.out_rows.
 """
 from __future__ import annotations
 

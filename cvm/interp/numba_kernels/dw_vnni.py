@@ -37,7 +37,6 @@ MobileNetV2's 17 calls (3x3) 0.739 -> 0.471 ms (batch 1), 6.99 -> 3.97 ms (batch
 wq: (nq*kw, cp) int32, four int8 weights per lane (byte t: tap (4k + t, v)), row k*kw + v;
 bias: (cp,) int32; mult, mult2: (1, C) int64; ost, res: the output step (conv.out_rows);
 out: (N*OH*OW, C); geo: kargs.DGEO; b0..b1: output image rows (n * OH + i), OW pixels each.
-numba's cache keys a kernel by its own file only: touch this file after changing conv.out_rows.
 """
 from __future__ import annotations
 

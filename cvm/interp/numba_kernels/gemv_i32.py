@@ -6,9 +6,6 @@ scratch on every call; for a dense layer (a 1x1 input, one group, K = C) a row o
 the packed row (conv_i32 packs with offset 0). This kernel computes each accumulator with conv's own
 _dot_i32 (int32, the planner proved every partial sum fits: the same values as the tiled GEMM) straight
 from the input, then the same output step (conv.out_rows), on a scratch `translate` allocates once.
-
-numba's cache keys a kernel by its own file only: after a change to conv.out_rows or conv._dot_i32,
-touch this file.
 """
 from __future__ import annotations
 

@@ -8,9 +8,6 @@ weights and folded bias (layout in vnni.py), runs the same vpdpbusd over the sam
 order for each pixel and panel, and ends with the same output step (conv.out_rows), so it writes
 what padded_conv_vnni writes. `translate` swaps it in for a padded_conv_vnni call of at most
 MAX_ROWS pixels that is not split between threads, with its scratch preallocated.
-
-numba's cache keys a kernel by its own file only: after a change to conv.out_rows,
-vnni.to_padded_u8 or vnni._pixel_bases, touch this file.
 """
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ that the cases without a lut keep a branch-free inner loop.
 
 The whole-plan runner calls them in place of the originals (`translate_row` for the fused row kernels,
 `translate` for the dense layers); the per-step path keeps the originals, their plain twins. LEAN = False
-turns every twin off (the originals run in the program: kept for in-process A/B, scripts/perf/ab_flags.py). numba's cache keys a kernel by its own file only: after a change to the output
-step's layout (kargs.OST) or its arithmetic (conv.out_rows, which finish_rows repeats), change this
-file to match; after a change to dense16._block (which dense16_rows_l inlines), touch this file.
+turns every twin off (the originals run in the program: kept for in-process A/B, scripts/perf/ab_flags.py).
+After a change to the output step's layout (kargs.OST) or its arithmetic (conv.out_rows, which
+finish_rows repeats), change this file to match.
 """
 from __future__ import annotations
 

@@ -8,8 +8,6 @@ kernel build its tap quads from an unpadded input (vbits, vsplat).
 in int64 lanes (sign extension, wrapping multiply, arithmetic shift, signed clamp), the exact
 expression out_rows evaluates per element, then narrowed to out's integer width (the clamp proved the
 value fits). Only imported where simd.py is (avx512f + avx512vnni, compiled for the host).
-numba's cache keys a kernel by its own file only: touch dw_vnni.py and vnni_direct.py after a change
-here, or their cached kernels keep the old intrinsics.
 
 With an int32 multiplier array (the planner's choice where every multiplier fits int32 and shift >= 32)
 the same values come from 16 int32 lanes: two vpmuldq (even and odd lanes) give the exact 64-bit

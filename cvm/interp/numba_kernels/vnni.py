@@ -16,11 +16,9 @@ A tile is 6 output pixels x 64 output channels in registers (24 of the 32 zmm re
 loads and 6 broadcasts feed 24 vpdpbusd), and 8 pixels x 32 channels for the last two panels when
 the panels (channels padded to a multiple of 32 with zero weights) are not a multiple of 4. A block
 of BLOCK_ROWS pixels goes to an int32 scratch and the output step (conv.out_rows) then
-requantizes it into `out` (and applies the fused clamps, lookup tables and residual add). numba's
-cache keys a kernel by its own file only: a change to conv.out_rows needs this file (and every other
-caller's) touched, or the cached kernel keeps the old output step (out_rows' residual requant, OST's
-rmul..rhi, is only ever non-identity on this file's conv_vnni: lower_mac.requant_residual; its clamp
-may be open, where the planner proved it inactive).
+requantizes it into `out` (and applies the fused clamps, lookup tables and residual add). out_rows'
+residual requant (OST's rmul..rhi) is only ever non-identity on this file's conv_vnni
+(lower_mac.requant_residual; its clamp may be open, where the planner proved it inactive).
 
 geo (int64, see geometry()): kh, kw, sh, sw, dh, dw, groups, cg, og, oh, ow, hp, wp, c, then the
 runs of one pixel's K: useg x vseg runs of seg4*4 bytes, ustride and vstride apart.

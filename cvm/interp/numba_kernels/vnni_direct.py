@@ -14,8 +14,7 @@ vnni.conv_vnni, and the same tiles (6 pixels x 64 channels, 8 x 32 for the last 
 padded to the panels (groups, nv * 16) so that a tile reads 16 multipliers at once. A panel across the
 last output channel (og not a multiple of 16: MobileNetV2's 24, EfficientNet's 40) is stored with a
 masked store (its residual read with a masked load), panels past it not at all, and a partial last
-tile repeats its block's last pixel (the same value stored to the same row again). numba's cache keys
-a kernel by its own file only: touch this file after changing vnni.py's tiles or kargs.
+tile repeats its block's last pixel (the same value stored to the same row again).
 """
 from __future__ import annotations
 

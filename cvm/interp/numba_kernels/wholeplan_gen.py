@@ -6,9 +6,10 @@ arguments from the program, builds its arrays in the arena (wholeplan_jit.at), c
 returns the next step's program counter. Its source is written once into a cache folder, where
 numba's own cache keeps the compiled code; a signature seen once (in any process) compiles once.
 
-numba keys its cache by the step's file only, and a step inlines its kernel, so the file name
-carries a hash of every kernel source (this folder): a changed kernel gets new steps, never a stale
-inlined one; files of other hashes, unused for a week, are removed when a new one is written.
+numba keys its cache by the step's file only, and a step inlines its kernel, so the file name carries
+the kernels' cache key (cache_key.py: every kernel source, the numba, llvmlite and numpy versions, the
+target CPU): a changed kernel gets new steps, never a stale inlined one; files of other hashes, unused
+for a week, are removed when a new one is written.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import threading
 import time
 from pathlib import Path
 
-GENERATOR_VERSION = 1
+from . import cache_key
+
 PREFIX = "cvm_wholeplan_"
 PRUNE_AFTER_S = 7 * 24 * 3600
 
@@ -49,13 +51,10 @@ def source(kind: tuple) -> str:
         f"    kernel({call})", f"    return pc + {p}", ""])
 
 
-@functools.lru_cache(maxsize=None)
 def package_hash() -> str:
-    """A hash of every kernel source (this folder)."""
-    h = hashlib.sha256(f"{GENERATOR_VERSION}".encode())
-    for f in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(f.name.encode() + f.read_bytes())
-    return h.hexdigest()[:12]
+    """The kernels' cache key (cache_key.host_key: every kernel source, this generator's included, the
+    numba, llvmlite and numpy versions, the target CPU), as the kernels' own cache directory names it."""
+    return cache_key.host_key()[:cache_key.DIR_DIGITS]
 
 
 def cache_dir() -> Path:
