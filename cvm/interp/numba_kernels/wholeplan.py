@@ -24,7 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba.core.dispatcher import Dispatcher
-from numpy.lib.array_utils import byte_bounds
+
+try:
+    from numpy.lib.array_utils import byte_bounds
+except ImportError:  # (numpy < 2, the FHE environment: numpy.byte_bounds)
+    from numpy import byte_bounds
 
 from . import wholeplan_fuse, wholeplan_gen, wholeplan_jit, wholeplan_ops
 

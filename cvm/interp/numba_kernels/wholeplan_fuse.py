@@ -14,7 +14,11 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from numpy.lib.array_utils import byte_bounds
+
+try:
+    from numpy.lib.array_utils import byte_bounds
+except ImportError:  # (numpy < 2, the FHE environment: numpy.byte_bounds)
+    from numpy import byte_bounds
 
 SCAN = 64  # calls looked at past a slice for its reader (bind time stays linear in the calls)
 
