@@ -56,7 +56,16 @@ def call_gas(model, batch: int = 1) -> int:
     input and output bytes, and (schedule v3) its constant bytes. This is Model.call_gas."""
     from .ops import SCHEDULES
     s = SCHEDULES[model.graph.opset]
-    return s.call + s.load_gas(constant_bytes(model)) + model.gas * batch + s.io_gas(sample_io_bytes(model) * batch)
+    return call_base_gas(model) + model.gas * batch + s.io_gas(sample_io_bytes(model) * batch)
+
+
+def call_base_gas(model) -> int:
+    """What any call of the model pays once, whatever it moves or runs: the schedule's call charge and,
+    under schedule v3, loading its constants (cvm.gas_v3.LOAD_NUM / LOAD_DEN a byte). The CVM and trace
+    precompiles both charge it (cvm.chain.precompile, cvm.chain.trace_precompile)."""
+    from .ops import SCHEDULES
+    s = SCHEDULES[model.graph.opset]
+    return s.call + s.load_gas(constant_bytes(model))
 
 
 def constant_bytes(model) -> int:

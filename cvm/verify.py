@@ -85,6 +85,7 @@ class Verifier:
             raise VerifyError("structure.opset", f"unknown opset {opset}; known: {sorted(OPSETS)}")
         self.opset = opset
         self.node_gas = SCHEDULES[opset].node  # the per-node charge of the opset's gas schedule
+        self.edge_gas = SCHEDULES[opset].edge  # and per input a node lists (schedule v3: opset 4)
         self.limits = limits.of(opset)
         self.tensors: dict[str, TensorInfo] = {}
         self.constants: dict[str, ConstStats] = {}
@@ -145,7 +146,7 @@ class Verifier:
             shape = opdef.shape(args, attrs)
             _check_shape(shape, "output", self.limits.tensor_elements, where)
             lo, hi = opdef.bound(args, attrs, shape)
-            cost = self.node_gas + opdef.cost(args, attrs, shape)
+            cost = self.node_gas + self.edge_gas * len(node.inputs) + opdef.cost(args, attrs, shape)
         except RuleError as e:
             raise VerifyError(e.rule, str(e), where) from None
         bits = _check_bits(lo, hi, where)

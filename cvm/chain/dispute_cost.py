@@ -30,6 +30,7 @@ import cvm
 from cvm.chain import model_commitment as mc
 from cvm.chain import trace
 from cvm.chain.referee_ops import REFEREE_OPS
+from cvm.gas import call_base_gas
 from cvm.ops import SCHEDULES
 from cvm.values import storage_dtype
 
@@ -86,7 +87,7 @@ def precompile_gas(model: cvm.Model, leaf: int) -> int:
     producers = trace.node_inputs(model, leaf)
     data = 1 + 32 + 4 + sum(_bytes(model, names[p]) for p in producers)
     schedule = SCHEDULES[model.graph.opset]
-    return (TX_GAS + data * CALLDATA_GAS + schedule.call + schedule.io_gas(data) + trace.step_gas(model, leaf)
+    return (TX_GAS + data * CALLDATA_GAS + call_base_gas(model) + schedule.io_gas(data) + trace.step_gas(model, leaf)
             + len(producers) * depth * PROOF_NODE_GAS + STEP_GAS)
 
 
@@ -97,7 +98,7 @@ def ends(model: cvm.Model) -> list[Cost]:
     out = _bytes(model, model.graph.outputs[0])
     schedule = SCHEDULES[model.graph.opset]
     return [Cost(TX_GAS + request * (CALLDATA_GAS + 6) + STEP_GAS, 0, "input", "input"),
-            Cost(TX_GAS + out * CALLDATA_GAS + schedule.call + schedule.io_gas(out) + depth * PROOF_NODE_GAS
+            Cost(TX_GAS + out * CALLDATA_GAS + call_base_gas(model) + schedule.io_gas(out) + depth * PROOF_NODE_GAS
                  + STEP_GAS, trace.output_leaf(model), "output", "output")]
 
 

@@ -6,8 +6,8 @@ dispute game needs to re-execute one step of a model on chain.
     0x02 ++ modelHash ++ output bytes                 -> abi (bytes32 outputHash)
 
 Gas, charged before anything runs, under the schedule of the model's opset (cvm.ops.SCHEDULES, as
-cvm.gas.call_gas): the schedule's per-call charge and its per-byte charge on the call data, plus for
-0x01 the node's static cost (`Analysis.node_costs`), plus for 0x02 the output bytes again. As with
+cvm.gas.call_gas): the per-call charge (cvm.gas.call_base_gas, with opset 4's constant loading) and the
+per-byte charge on the call data, plus for 0x01 the node's static cost (`Analysis.node_costs`), plus for 0x02 the output bytes again. As with
 the inference precompile, every failure is one VMError that consumes the call's gas and names only
 its kind (cvm/chain/trace.py holds the semantics). A model may have several inputs (trace leaves
 0..k-1, spec section 11); DisputeGame computes their leaves from the request's input itself.
@@ -26,6 +26,7 @@ import cvm
 from cvm.chain import trace
 from cvm.chain.precompile import CVMPrecompileError
 from cvm.chain.store import HASH_BYTES, ModelStore, StoreError
+from cvm.gas import call_base_gas
 from cvm.ops import SCHEDULES
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,7 @@ INFO, STEP, OUTPUT_HASH = 0, 1, 2
 
 
 def trace_gas(model: cvm.Model, selector: int, data_length: int, leaf_index: int = 0) -> int:
-    schedule = SCHEDULES[model.graph.opset]
-    gas = schedule.call + schedule.io_gas(data_length)
+    gas = call_base_gas(model) + SCHEDULES[model.graph.opset].io_gas(data_length)
     if selector == STEP:
         gas += trace.step_gas(model, leaf_index)
     return gas
