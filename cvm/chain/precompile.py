@@ -6,10 +6,11 @@ format (``Model.encode_output``). Gas, charged before anything runs, under the g
 model's own opset (cvm.gas.call_gas; cvm.ops.SCHEDULES), so that a model keeps the price it was
 registered at whatever opsets come later:
 
-    schedule.call + model.gas * batch + schedule.io_gas((input bytes + output bytes) * batch)
+    call_base_gas(model) + model.gas * batch + schedule.io_gas((input bytes + output bytes) * batch)
 
 Schedule v1 (opsets 1, 2): 3000 + gas * batch + 3 per byte. Schedule v2 (opset 3, priced by time,
 cvm.gas_v2): CALL (175) + gas * batch + 1 per 16 bytes (rounded up), model.gas itself priced by v2.
+Schedule v3 (opset 4, cvm.gas_v3): v2's, plus 1 gas per 5 constant bytes in the base (loading).
 
 An unknown model, a malformed call, a wrong input length or too little gas raise a VMError: the
 call fails, consumes all the gas given to it, and touches no state. So does any other failure
