@@ -141,6 +141,14 @@ class Graph:
         """The nodes that read `name`, in graph order."""
         return list(self._consumers.get(name, ()))
 
+    def position(self, name):
+        """The place in `nodes` of the node that computes `name` (graph order without a scan)."""
+        return self._positions[name]
+
+    @cached_property
+    def _positions(self):
+        return {o: k for k, n in enumerate(self.nodes) for o in n.outputs}
+
     @cached_property
     def _producers(self):
         """{tensor: node}, built once: passes ask for producers per node, and a scan each time made

@@ -38,9 +38,9 @@ def _roots(graph) -> dict[str, str]:
     return root
 
 
-def _cone(graph, root, exit_, position):
-    """The nodes computing `exit_` from root[exit_], in graph order (`position`: tensor -> its producer's
-    place in graph.nodes; picking the cone out of all the nodes per exit made the pass quadratic)."""
+def _cone(graph, root, exit_):
+    """The nodes computing `exit_` from root[exit_], in graph order (sorted by Graph.position: picking the cone
+    out of all the nodes per exit made the pass quadratic)."""
     r, seen, todo = root[exit_], set(), [exit_]
     while todo:
         t = todo.pop()
@@ -48,7 +48,7 @@ def _cone(graph, root, exit_, position):
             continue
         seen.add(t)
         todo.extend(graph.producer(t).inputs)
-    return [graph.producer(t) for t in sorted(seen, key=position.__getitem__)]
+    return [graph.producer(t) for t in sorted(seen, key=graph.position)]
 
 
 def _worth_a_table(graph, cone) -> bool:
@@ -73,9 +73,9 @@ def _program(graph, cone, r):
 def fuse_univariate(graph):
     root = _roots(graph)
     exits = [t for t in root if t in graph.outputs or any(root.get(c.outputs[0]) != root[t] for c in graph.consumers(t))]
-    fused, position = {}, {n.outputs[0]: k for k, n in enumerate(graph.nodes)}
+    fused = {}
     for e in exits:
-        cone = _cone(graph, root, e, position)
+        cone = _cone(graph, root, e)
         if _worth_a_table(graph, cone):
             fused[e] = Node("univariate", (root[e],), (e,), {"program": _program(graph, cone, root[e])},
                             name=cone[-1].name)
