@@ -26,7 +26,9 @@ from pathlib import Path
 from numba.core import caching, config
 
 FOLDER = Path(__file__).resolve().parent
-EXTRA_SOURCES = ("arith.py",)  # (relative to the cvm package) modules outside this folder kernels import from
+# (relative to the cvm package) what kernel modules import from outside this folder (div_round, vnni_direct:
+# arith); the planner's other imports (ir, ops, values, verify) reach no compiled code
+EXTRA_SOURCES = ("arith.py",)
 DIR_PREFIX = "cvm_kernels_"
 DIR_DIGITS = 16  # hex digits of the key in a directory's name
 PRUNE_AFTER_S = 7 * 24 * 3600
