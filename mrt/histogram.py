@@ -34,7 +34,7 @@ def _count(x, top, width, edges, out):
         if not (v >= 0 and v <= top):  # numpy's range mask (NaN is outside)
             continue
         f = (np.float64(v) / width) * bins
-        if not (f >= 0.0):  # NaN (a range of 0 or inf, which abs_histogram never passes): no bin
+        if not (f >= 0.0):  # NaN (v and the range both inf, which abs_histogram never passes): no bin
             continue
         i = bins - 1 if f >= bins else int(f)
         if i > 0 and v < edges[i]:
