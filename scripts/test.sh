@@ -20,7 +20,7 @@ if [ -f scripts/setup_fhe.sh ]; then
   # 1's dtype rules; the main suite's 1000 hunt for rare cases). About 10 s once compiled; cold, a few
   # minutes (this environment's kernels have their own cache key: numpy's version is in it).
   CVM_HYPOTHESIS_EXAMPLES=50 .venv-fhe/bin/python -m pytest -q -p no:cacheprovider \
-    "tests/test_conformance_v3.py::test_backends_pass_suite_v3[numba]" tests/test_numba_equivalence.py || status=1
+    "tests/test_conformance_v3.py::test_backends_pass_suite_v3[numba]" tests/numba/test_numba_equivalence.py || status=1
 fi
 if [ "$(id -u)" = 0 ] && [ "${CVM_SKIP_XPLAT:-0}" != 1 ]; then
   bash scripts/crossplatform/run.sh i386 || status=1

@@ -1,6 +1,6 @@
 """The opset-2 text ops (cvm/ops/text.py, docs/spec.md section 15): gather and isqrt against a naive
 big-integer twin written from the spec text, their checks and rule ids, bounds, gas and opset placement
-(numba == reference on hypothesis-drawn graphs: tests/test_numba_text.py)."""
+(numba == reference on hypothesis-drawn graphs: tests/numba/test_numba_text.py)."""
 from __future__ import annotations
 
 import math

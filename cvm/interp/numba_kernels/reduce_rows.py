@@ -5,7 +5,7 @@ elementwise.reduce_mid reduces the middle axis of (outer, mid, inner) with an ac
 values; over the last axis inner is 1 and every element costs a scalar load, add and store of that
 one-element row (ViT-B/16: 12% of its run in 74 such reductions). Here a row's values go into one int64
 accumulator in a plain loop, which LLVM vectorizes. Same values as reduce_mid (int64 sums are exact for
-any row the verifier admits; max is exact), its plain twin in tests/test_numba_reduce_rows.py.
+any row the verifier admits; max is exact), its plain twin in tests/numba/test_numba_reduce_rows.py.
 """
 from __future__ import annotations
 

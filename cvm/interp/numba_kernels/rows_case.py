@@ -11,7 +11,7 @@ row paid the vectorized loop's alias checks. Here the output step is picked when
 multipliers tiled to every row at bind time (`mul_rows`, `dense_rows`, `dense16_rows`: the call, or
 None where another kernel serves it). The arithmetic is conv.out_rows', value for value: the
 accumulator (the int32 product, or the int32 sum) widened to int64, stage 1, the residual added in
-int64, stage 2. The plain twins are the kernels they replace (tests/test_numba_rows_case.py).
+int64, stage 2. The plain twins are the kernels they replace (tests/numba/test_numba_rows_case.py).
 """
 from __future__ import annotations
 

@@ -22,10 +22,10 @@ import cvm
 from cvm.interp import numba as nb
 from cvm.interp import reference
 from cvm.interp.numba_kernels import wholeplan_gen, wholeplan_ops
+from numba_helpers import EXAMPLES, ISAS, SETTINGS, assert_same
 from strategies import FAMILIES, chain_case, finish, op_case, values
-from test_numba_equivalence import EXAMPLES, ISAS, SETTINGS, assert_same
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def check_whole(case, threads: int = 1, split: str = "auto", one_call: bool = False) -> None:

@@ -14,17 +14,16 @@ from hypothesis import strategies as st
 import cvm
 from cvm.interp import numba as nb
 from cvm.interp.numba_kernels import matmul, matmul_vnni
+from numba_helpers import check, each_isa, needs_vnni
 from strategies import Case
-from test_numba_equivalence import check
 
 EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 10)
-VNNI = "vnni" in nb.available_isas()
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @given(seed=st.integers(0, 2**32 - 1), p=st.integers(1, 3), m=st.integers(1, 41), k=st.integers(1, 133),
        n=st.integers(1, 97), unsigned=st.booleans())
-@pytest.mark.skipif(not VNNI, reason="this CPU has no AVX-512 VNNI")
+@needs_vnni
 def test_kernel_equals_its_plain_twin(seed, p, m, k, n, unsigned):
     rng = np.random.default_rng(seed)
     a = rng.integers(0, 256, (p, m, k)).astype(np.uint8) if unsigned else rng.integers(-128, 128, (p, m, k)).astype(np.int8)
@@ -59,10 +58,11 @@ def attention_matmul(draw) -> Case:
     return Case(b.build(b.op("matmul", x, y)), inputs)
 
 
+@pytest.mark.parametrize("isa", each_isa())
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @given(case=attention_matmul())
-def test_int8_matmul_matches_reference(case):
-    check(case)
-    if VNNI:
+def test_int8_matmul_matches_reference(isa, case):
+    check(case, isas=[isa])
+    if isa == "vnni":
         runner = nb.prepare(case.model.graph, case.model.analysis, isa="vnni")
         assert "matmul[vnni]" in " ".join(str(s) for s in runner.plan.steps)

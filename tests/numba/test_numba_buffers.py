@@ -12,7 +12,7 @@ import cvm
 from cvm.interp import numba as nb
 from cvm.interp import reference
 from cvm.interp.numba_kernels import buffers
-from test_numba_equivalence import SETTINGS, assert_same
+from numba_helpers import SETTINGS, assert_same
 
 
 @settings(SETTINGS, max_examples=200)

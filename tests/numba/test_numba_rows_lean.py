@@ -13,74 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from cvm.interp import numba as nb
 from cvm.interp import reference
 from cvm.interp.numba_kernels import dense16, fused, rows_lean
-from cvm.interp.numba_kernels.plan import OPEN_HI, OPEN_LO, OutputStep
 from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
 from cvm.interp.numba_kernels.rows_lean import (copy_rows_f, copy_rows_l, dense16_rows_l, dense_rows_l, mul_rows_f,
                                                 mul_rows_l)
-from strategies import values
-from test_numba_equivalence import ISAS, SETTINGS, assert_same
+from numba_helpers import ISAS, SETTINGS, assert_same, dense_case, needs_vnni, rows_case
 
-ROOT = Path(__file__).resolve().parent.parent
-DTYPES = {8: np.int8, 16: np.int16, 32: np.int32}
-
-
-@st.composite
-def _stage(draw, c: int):
-    """(mult[c], shift, lo, hi, table | None, offset): a requant/clamp stage; with a table, the
-    clamp keeps every value inside it (as the verifier proves of a lut's input)."""
-    mult = values(draw, (c,), -(1 << 20), 1 << 20)
-    shift = draw(st.integers(0, 40))
-    if draw(st.booleans()):
-        lo = draw(st.integers(-300, 0))
-        hi = draw(st.integers(lo, 300))
-        return mult, shift, lo, hi, values(draw, (hi - lo + 1,), -(1 << 15), 1 << 15), lo
-    if draw(st.booleans()):
-        return mult, shift, OPEN_LO, OPEN_HI, None, 0
-    lo = draw(st.integers(-(1 << 20), 0))
-    return mult, shift, lo, draw(st.integers(lo, 1 << 20)), None, 0
-
-
-@st.composite
-def rows_case(draw):
-    """A row kernel call: (kind, args before the output step, output step, out, block range)."""
-    mul = draw(st.booleans())
-    c, c_extra, c0 = draw(st.integers(1, 40)), draw(st.integers(0, 5)), 0
-    hw = draw(st.sampled_from([1, 1, 2, 3])) if mul else 1
-    samples = draw(st.integers(1, 3))
-    rows = samples * hw if mul else draw(st.integers(1, 140))
-    xbits = draw(st.sampled_from([8, 16] if mul else [8, 16, 32]))
-    x = values(draw, (rows, c), -(1 << (xbits - 1)), (1 << (xbits - 1)) - 1).astype(DTYPES[xbits])
-    if mul:
-        sbits = draw(st.sampled_from([8, 16]))
-        sc = values(draw, (rows // hw, c), -(1 << (sbits - 1)), (1 << (sbits - 1)) - 1).astype(DTYPES[sbits])
-    else:
-        c0 = draw(st.integers(0, c_extra))
-    width = c if mul else c + c_extra
-    m1, s1, lo1, hi1, t1, off1 = draw(_stage(c))
-    kind = draw(st.sampled_from(["none", "tensor", "row"]))
-    m2, s2, lo2, hi2, t2, off2 = draw(_stage(c)) if kind != "none" else (np.ones(c, np.int64), 0, OPEN_LO, OPEN_HI,
-                                                                          None, 0)
-    out_dtype = DTYPES[draw(st.sampled_from([16, 32]))]
-    if kind == "tensor":
-        res = values(draw, (rows, width), -(1 << 15), (1 << 15) - 1).astype(out_dtype)
-    elif kind == "row":
-        res = values(draw, (1, width), -(1 << 15), (1 << 15) - 1)
-    else:
-        res = np.zeros((1, 1), out_dtype)
-    ost = OutputStep(m1, s1, lo1, hi1, "r" if kind == "tensor" else None, m2, s2, lo2, hi2, "y", (), t1, off1, t2, off2,
-                     res[0] if kind == "row" else None)
-    blocks = -(-rows // fused.BLOCK_ROWS)
-    b0 = draw(st.integers(0, blocks - 1))
-    b1 = draw(st.integers(b0 + 1, blocks))
-    out = np.full((rows, width), -7, out_dtype)
-    head = (x, sc) if mul else (x,)
-    tail = (np.int64(hw),) if mul else (np.int64(c0),)
-    return mul, head, (m1, m2, ost.params(), res), out, tail, (b0, b1)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @SETTINGS
@@ -101,24 +43,6 @@ def test_row_twins_equal_the_fused_kernels(case):
     np.testing.assert_array_equal(got_f, want)
 
 
-@st.composite
-def dense_case(draw):
-    """A dense layer of a few rows, int8/int16 inputs and weights (partial sums in int32, as the
-    planner proves before it picks the int32 path), with an output step."""
-    rows, k, og = draw(st.integers(1, 8)), draw(st.integers(1, 6)), draw(st.integers(1, 70))
-    xb, wb = draw(st.sampled_from([8, 16])), draw(st.sampled_from([8, 12, 16]))
-    x = values(draw, (rows, 1, 1, k), -(1 << (xb - 1)), (1 << (xb - 1)) - 1).astype(DTYPES[xb])
-    w = values(draw, (1, og, k), -(1 << (wb - 1)), (1 << (wb - 1)) - 1).astype(np.int16 if wb > 8 else np.int8)
-    bias = values(draw, (1, og), -(1 << 24), 1 << 24).astype(np.int32)
-    m1, s1, lo1, hi1, t1, off1 = draw(_stage(og))
-    with_res = draw(st.booleans())
-    m2, s2, lo2, hi2, t2, off2 = draw(_stage(og)) if with_res else (np.ones(og, np.int64), 0, OPEN_LO, OPEN_HI, None, 0)
-    res = values(draw, (rows, og), -(1 << 20), 1 << 20).astype(np.int32) if with_res else np.zeros((1, 1), np.int16)
-    ost = OutputStep(m1, s1, lo1, hi1, "r" if with_res else None, m2, s2, lo2, hi2, "y", (), t1, off1, t2, off2)
-    out = np.full((rows, og), -7, DTYPES[draw(st.sampled_from([16, 32]))])
-    return x, w, bias, m1.reshape(1, -1), m2.reshape(1, -1), ost.params(), res, out
-
-
 @SETTINGS
 @given(dense_case())
 def test_one_pass_dense_equals_dense_rows_i32(case):
@@ -129,7 +53,7 @@ def test_one_pass_dense_equals_dense_rows_i32(case):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.skipif("vnni" not in ISAS, reason="AVX-512 VNNI not available on this machine")
+@needs_vnni
 @SETTINGS
 @given(dense_case())
 def test_dense16_rows_equal_dense_vnni16(case):

@@ -3,20 +3,22 @@
 pools and requants read is stored one byte an element; a VNNI conv with no padding and whole 4-byte
 runs then reads it in place (vnni.reads_in_place: no padded copy). The outputs equal the reference's
 bit for bit, with residual adds read from uint8, pools over uint8, and the graph's outputs keeping
-their spec dtype."""
+their spec dtype. The tests of the VNNI path run once per kernel path; the VNNI one is skipped, naming
+it, where the CPU lacks it."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cvm
 from cvm.interp import numba as nb
 from cvm.interp.numba_kernels import vnni
+from numba_helpers import check, each_isa
 from strategies import Case
-from test_numba_equivalence import check
 
 EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 20)
 
@@ -67,7 +69,8 @@ def test_unsigned_activations_match_reference(case, threads):
     check(case, threads=threads, split="always" if threads > 1 else "auto")
 
 
-def test_relu_outputs_stored_uint8_and_read_in_place():
+@pytest.mark.parametrize("isa", each_isa())
+def test_relu_outputs_stored_uint8_and_read_in_place(isa):
     rng = np.random.default_rng(7)
     b = cvm.GraphBuilder()
     x = b.input("x", (8, 6, 6), 8)
@@ -76,12 +79,11 @@ def test_relu_outputs_stored_uint8_and_read_in_place():
     y = _requant_relu(b, b.op("conv2d", a, b.const(rng.integers(-127, 128, (32, 32, 1, 1)))), rng, 32)
     model = b.build(y)
     case = Case(model, {"x": rng.integers(-128, 128, (2, 8, 6, 6)).astype(np.int8)})
-    check(case)
-    for isa in nb.available_isas():
-        p = nb.prepare(model.graph, model.analysis, isa=isa).plan
-        dtypes = [p.values[s.output].dtype for s in p.steps if s.label.startswith("conv2d")]
-        assert dtypes == [np.uint8, np.int16], dtypes  # the graph's output keeps its spec dtype
-    if "vnni" in nb.available_isas():
+    check(case, isas=[isa])
+    p = nb.prepare(model.graph, model.analysis, isa=isa).plan
+    dtypes = [p.values[s.output].dtype for s in p.steps if s.label.startswith("conv2d")]
+    assert dtypes == [np.uint8, np.int16], dtypes  # the graph's output keeps its spec dtype
+    if isa == "vnni":
         runner = nb.prepare(model.graph, model.analysis, isa="vnni", wholeplan="never")
         step = [s for s in runner.plan.steps if s.label.startswith("conv2d")][-1]
         x4 = np.zeros((2, 6, 6, 32), np.uint8)
@@ -90,7 +92,8 @@ def test_relu_outputs_stored_uint8_and_read_in_place():
         assert getattr(calls[0][0], "__name__", "") != vnni.to_padded_u8.__name__
 
 
-def test_residual_requant_absorbed_on_the_vnni_path():
+@pytest.mark.parametrize("isa", each_isa())
+def test_residual_requant_absorbed_on_the_vnni_path(isa):
     """A per-tensor requant of a stored activation, read only by the add after a VNNI conv, becomes
     the conv's output step's residual requant (no step of its own); the portable plan keeps it."""
     rng = np.random.default_rng(11)
@@ -103,15 +106,16 @@ def test_residual_requant_absorbed_on_the_vnni_path():
     r = b.op("requant", a, b.const([1889620750]), shift=28, bits=13)
     y = b.op("relu", b.op("requant", b.op("add", y, r), b.const([5]), shift=3, bits=9))
     model = b.build(y)
-    check(Case(model, {"x": rng.integers(-128, 128, (3, 8, 6, 6)).astype(np.int8)}))
-    labels = {isa: [s.label for s in nb.prepare(model.graph, model.analysis, isa=isa).plan.steps]
-              for isa in nb.available_isas()}
-    assert "requant" in labels["portable"]
-    if "vnni" in labels:
-        assert "requant" not in labels["vnni"] and any("+requant+requant+add" in s for s in labels["vnni"]), labels
+    check(Case(model, {"x": rng.integers(-128, 128, (3, 8, 6, 6)).astype(np.int8)}), isas=[isa])
+    labels = [s.label for s in nb.prepare(model.graph, model.analysis, isa=isa).plan.steps]
+    if isa == "portable":
+        assert "requant" in labels
+    else:
+        assert "requant" not in labels and any("+requant+requant+add" in s for s in labels), labels
 
 
-def test_residual_requant_clamp_left_open_only_where_inactive():
+@pytest.mark.parametrize("isa", each_isa())
+def test_residual_requant_clamp_left_open_only_where_inactive(isa):
     """The absorbed requant's clamp is opened only where the proven input interval never reaches it."""
     from cvm.interp.numba_kernels.kargs import OST, RHI, RLO
     for bits, open_ in ((13, True), (9, False)):  # 0..255 x 1889620750 / 2^28: 0..1795
@@ -123,8 +127,8 @@ def test_residual_requant_clamp_left_open_only_where_inactive():
                  b.const(rng.integers(1 << 13, 1 << 15, 32)), shift=24, bits=12, axis=0)
         y = b.op("add", y, b.op("requant", a, b.const([1889620750]), shift=28, bits=bits))
         model = b.build(b.op("relu", b.op("requant", y, b.const([5]), shift=3, bits=9)))
-        check(Case(model, {"x": rng.integers(-128, 128, (2, 8, 6, 6)).astype(np.int8)}))
-        if "vnni" in nb.available_isas():
+        check(Case(model, {"x": rng.integers(-128, 128, (2, 8, 6, 6)).astype(np.int8)}), isas=[isa])
+        if isa == "vnni":
             runner = nb.prepare(model.graph, model.analysis, isa="vnni", wholeplan="never")
             step = [s for s in runner.plan.steps if "+add" in s.label][0]
             calls = step.bind([np.zeros((2, 6, 6, 32), np.uint8)] * 2, np.empty((2, 6, 6, 32), np.uint8))

@@ -4,7 +4,8 @@ scratch, no out_rows pass) equals the reference bit for bit: output channels a m
 requant and clamps or no output step at all
 (int32 outputs), int8 and unsigned inputs (read in place or through the padded copy), 1x1 and 3x3
 kernels with strides and groups, pixel counts that leave partial tiles and blocks, serial and split
-between threads. Each case checks that the direct kernel ran where VNNI does. Normalized multipliers
+between threads. Each case runs once per kernel path; on the VNNI one (skipped, naming it, where the CPU
+lacks it) it checks that the direct kernel ran. Normalized multipliers
 (2^29..2^31 with shifts of 32 or more, as MRT emits them) take the int32 vpmuldq form of the step.
 With a residual add (conv_vnni_direct_res): the ResNet block's tail, conv -> requant -> add (a residual
 input, requantized per tensor or not) -> requant -> relu/clip, its stage in narrowed int32 lanes.
@@ -15,13 +16,13 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import cvm
-from cvm.interp import numba as nb
+from numba_helpers import check, each_isa, kernels, needs_vnni, vnni_runner
 from strategies import Case
-from test_numba_equivalence import check
 
 EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 20)
 
@@ -56,31 +57,13 @@ def direct_conv(draw) -> Case:
     return Case(model, {"x": rng.integers(-128, 128, (n, c, h, w)).astype(np.int8)})
 
 
-def vnni_runner(case: Case):
-    """The case prepared on the VNNI path (one thread), or None on a machine without it."""
-    if "vnni" not in nb.available_isas():
-        return None
-    return nb.prepare(case.model.graph, case.model.analysis, isa="vnni", threads=1)
-
-
-def kernels(runner, xs: dict) -> set:
-    """The kernels a bound run calls (bound as numba._Bound binds, with zero inputs)."""
-    p = runner.plan
-    env = {name: np.zeros(x.shape, p.values[name].dtype) for name, x in xs.items()}
-    names = set()
-    for step in p.steps:
-        ins = [env[i] for i in step.inputs]
-        out = np.empty((ins[0].shape[0],) + step.value.stored, step.value.dtype)
-        names.update(getattr(fn, "__name__", "") for fn, _ in step.bind(ins, out))
-        env[step.output] = out
-    return names
-
-
+@pytest.mark.parametrize("isa", each_isa())
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @given(case=direct_conv(), threads=st.integers(1, 3))
-def test_direct_output_step_matches_reference(case, threads):
-    check(case, threads=threads, split="always" if threads > 1 else "auto")
-    if (runner := vnni_runner(case)) and any("conv2d[vnni]" in str(s) for s in runner.plan.steps):
+def test_direct_output_step_matches_reference(isa, case, threads):
+    check(case, threads=threads, split="always" if threads > 1 else "auto", isas=[isa])
+    runner = vnni_runner(case) if isa == "vnni" else None
+    if runner and any("conv2d[vnni]" in str(s) for s in runner.plan.steps):
         assert "conv_vnni_direct" in kernels(runner, case.inputs)
 
 
@@ -114,10 +97,11 @@ def residual_conv(draw) -> Case:
     return Case(b.build(y), xs)
 
 
+@pytest.mark.parametrize("isa", each_isa())
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @given(case=residual_conv(), threads=st.integers(1, 3))
-def test_direct_residual_stage_matches_reference(case, threads):
-    check(case, threads=threads, split="always" if threads > 1 else "auto")
+def test_direct_residual_stage_matches_reference(isa, case, threads):
+    check(case, threads=threads, split="always" if threads > 1 else "auto", isas=[isa])
 
 
 def resnet_tail(seed: int = 0) -> Case:
@@ -135,8 +119,8 @@ def resnet_tail(seed: int = 0) -> Case:
                              "r": rng.integers(-255, 256, (2, 256, 10, 10)).astype(np.int16)})
 
 
+@needs_vnni
 def test_resnet_block_tail_runs_the_direct_residual_kernel():
     case = resnet_tail()
     check(case)
-    if runner := vnni_runner(case):
-        assert "conv_vnni_direct_res" in kernels(runner, case.inputs)
+    assert "conv_vnni_direct_res" in kernels(vnni_runner(case), case.inputs)

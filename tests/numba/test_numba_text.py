@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cvm
+from numba_helpers import EXAMPLES, SETTINGS, check
 from strategies import Case
-from test_numba_equivalence import EXAMPLES, SETTINGS, check
 
 
 @st.composite

@@ -1,21 +1,19 @@
 """The row kernels specialized by output step (numba_kernels.rows_case: flat, one block, no lut) write
 what the kernels they replace write, byte for byte: fused.mul_rows, gemv_i32.dense_rows_i32 and
 dense16.dense_vnni16 (the per-step path's, held to the reference by the equivalence suite), over
-test_numba_rows_lean's cases (every output step the planner builds; the specialized kernels take
+numba_helpers' rows_case and dense_case (every output step the planner builds; the specialized kernels take
 those without a lut, and refuse the rest, the others' block ranges and per-sample scales).
 Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cvm.interp.numba_kernels import dense16, fused, rows_case
 from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
 from cvm.interp.numba_kernels.kargs import HAS_RESIDUAL, LUT1, LUT2
-from test_numba_equivalence import ISAS, SETTINGS
-from test_numba_rows_lean import dense_case, rows_case as rows_call
+from numba_helpers import SETTINGS, dense_case, needs_vnni, rows_case as rows_call
 
 
 def _takes(ost, res, out) -> bool:
@@ -72,7 +70,7 @@ def _channels_of(case, multiple: int):
     return x, c(w[:, idx]), c(bias[:, idx]), c(m1[:, idx]), c(m2[:, idx]), ost, c(res), c(out[:, idx])
 
 
-@pytest.mark.skipif("vnni" not in ISAS, reason="AVX-512 VNNI not available on this machine")
+@needs_vnni
 @SETTINGS
 @given(dense_case(), st.sampled_from([32, 64]))
 def test_flat_dense16_equals_dense_vnni16(case, multiple):

@@ -1,18 +1,20 @@
 """The int16 dense (and pointwise conv) and matmul paths on AVX-512 VNNI (numba_kernels/dense16.py: vpdpwssd) equal the reference bit for bit:
 odd and even k (the last column's plain loop), channel counts across panel pairs, row counts that leave partial
-tiles and blocks, a fused residual add, serial and split; weights beyond int16 keep the portable int32 path."""
+tiles and blocks, a fused residual add, serial and split; weights beyond int16 keep the portable int32 path.
+Each property runs once per kernel path; the VNNI one is skipped, naming it, where the CPU lacks it."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cvm
 from cvm.interp import numba as nb
+from numba_helpers import check, each_isa, needs_vnni
 from strategies import Case
-from test_numba_equivalence import check
 
 EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 20)
 
@@ -41,11 +43,12 @@ def wide_dense(draw) -> Case:
     return Case(b.build(y), {"x": rng.integers(-lim, lim + 1, (n, *seq, k)).astype(np.int8 if xbits <= 8 else np.int16)})
 
 
+@pytest.mark.parametrize("isa", each_isa())
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @given(case=wide_dense(), threads=st.integers(1, 3))
-def test_int16_dense_matches_reference(case, threads):
-    check(case, threads=threads, split="always" if threads > 1 else "auto")
-    if "vnni" in nb.available_isas():
+def test_int16_dense_matches_reference(isa, case, threads):
+    check(case, threads=threads, split="always" if threads > 1 else "auto", isas=[isa])
+    if isa == "vnni":
         assert "dense[vnni16]" in _paths(case.model)
 
 
@@ -65,12 +68,13 @@ def wide_pointwise_conv(draw) -> Case:
     return Case(model, {"x": rng.integers(-2047, 2048, (n, c, h, w)).astype(np.int16)}), strided
 
 
+@pytest.mark.parametrize("isa", each_isa())
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @given(drawn=wide_pointwise_conv())
-def test_int16_pointwise_conv_matches_reference(drawn):
+def test_int16_pointwise_conv_matches_reference(isa, drawn):
     case, strided = drawn
-    check(case)
-    if "vnni" in nb.available_isas():
+    check(case, isas=[isa])
+    if isa == "vnni":
         assert ("conv2d[vnni16]" in _paths(case.model)) != strided
 
 
@@ -88,18 +92,19 @@ def wide_matmul(draw) -> Case:
     return Case(b.build(b.op("matmul", x, y)), inputs)
 
 
+@pytest.mark.parametrize("isa", each_isa())
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 @given(case=wide_matmul())
-def test_int16_matmul_matches_reference(case):
-    check(case)
-    if "vnni" in nb.available_isas():
+def test_int16_matmul_matches_reference(isa, case):
+    check(case, isas=[isa])
+    if isa == "vnni":
         assert "matmul[vnni16]" in _paths(case.model)
 
 
+@needs_vnni
 def test_weights_beyond_int16_keep_the_portable_path():
     b = cvm.GraphBuilder()
     x = b.input("x", (4,), 12)
     model = b.build(b.op("dense", x, b.const(np.array([[40000, -40000, 7, 1], [3, 2, 1, -40000]]))))
     check(Case(model, {"x": np.array([[2047, -2047, 5, 0], [-1, 1, 2047, -2047]], np.int16)}))
-    if "vnni" in nb.available_isas():
-        assert "dense[i32]" in _paths(model) and "vnni16" not in _paths(model)
+    assert "dense[i32]" in _paths(model) and "vnni16" not in _paths(model)

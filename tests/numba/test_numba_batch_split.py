@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cvm.interp import numba as nb
+from numba_helpers import assert_same, check
 from strategies import FAMILIES, chain_case, inputs_for, op_case
-from test_numba_equivalence import assert_same, check
 
 EXAMPLES = int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000"))
 SETTINGS = settings(max_examples=max(1, EXAMPLES // 4), deadline=None, derandomize=True, database=None,

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cvm
-from strategies_vision import VISION_FAMILIES, vision_case
-from test_numba_equivalence import EXAMPLES, SETTINGS, check
+from numba_helpers import EXAMPLES, SETTINGS, check
 from strategies import Case
+from strategies_vision import VISION_FAMILIES, vision_case
 
 
 @pytest.mark.parametrize("family", sorted(VISION_FAMILIES))

@@ -1,22 +1,19 @@
 """The AVX-512 gather twin of a requant -> lut row chain (numba_kernels.lut_gather.copy_rows_g, picked by
 rows_lean.translate_row in the whole-plan program) writes what fused.copy_rows writes, byte for byte,
 over the output steps it takes (one lut, no residual: every clamp, table, block range, channel offset,
-input width and row count of test_numba_rows_lean's cases), and is not picked for the others.
+input width and row count of numba_helpers.rows_case), and is not picked for the others.
 Skipped where the host has no AVX-512 VNNI (the twin is never picked there)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cvm.interp import numba as nb
 from cvm.interp.numba_kernels import fused, rows_lean
 from cvm.interp.numba_kernels.kargs import HAS_RESIDUAL, LUT1
-from test_numba_equivalence import SETTINGS
-from test_numba_rows_lean import rows_case
+from numba_helpers import SETTINGS, needs_vnni, rows_case
 
-pytestmark = pytest.mark.skipif(not nb.host_has_vnni(), reason="no AVX-512 VNNI on this host")
+pytestmark = needs_vnni
 
 
 @SETTINGS

@@ -18,7 +18,7 @@ from cvm.interp import numba as nb
 from cvm.interp import reference
 from cvm.interp.numba_kernels import conv
 from cvm.interp.numba_kernels.kargs import GEO
-from test_numba_equivalence import assert_same
+from numba_helpers import assert_same
 
 EXAMPLES = int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000"))
 SETTINGS = settings(max_examples=max(1, EXAMPLES // 4), deadline=None, derandomize=True, database=None,

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import cvm
 from cvm.interp import numba as nb
 from cvm.interp.numba_kernels import elementwise, reduce_rows
+from numba_helpers import check
 from strategies import Case
-from test_numba_equivalence import check
 
 EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 10)
 DTYPES = (np.int8, np.uint8, np.int16, np.int32)

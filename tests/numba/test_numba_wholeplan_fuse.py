@@ -5,19 +5,17 @@ end to end: test_numba_wholeplan. The gather cases are skipped where the host ha
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cvm.interp import numba as nb
 from cvm.interp.numba_kernels import wholeplan_fuse
 from cvm.interp.numba_kernels.lut_gather import copy_cols_g, copy_flat_g
 from cvm.interp.numba_kernels.kargs import RND2
 from cvm.interp.numba_kernels.plan import OPEN_HI, OPEN_LO, OutputStep
 from cvm.interp.numba_kernels.wholeplan_ops import take_runs
-from test_numba_equivalence import SETTINGS
+from numba_helpers import SETTINGS, needs_vnni
 
-GATHERS = pytest.mark.skipif(not nb.host_has_vnni(), reason="no AVX-512 VNNI on this host")
+GATHERS = needs_vnni
 
 
 def _gate(rng, w: int, m: int, shift: int) -> np.ndarray:

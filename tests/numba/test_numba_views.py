@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 
 import cvm
 from cvm.interp import numba as nb
+from numba_helpers import EXAMPLES, SETTINGS, check
 from strategies import finish, source, values
-from test_numba_equivalence import check
-from test_numba_fusion import EXAMPLES, SETTINGS
 
 
 def one_axis_slice(draw, b, x: str, shape) -> tuple[str, tuple]:

@@ -3,20 +3,21 @@ kernel (dw_vnni.conv_dw_vnni, "dwvnni") where this machine has VNNI, and its pla
 "depthwise" kernels, every ISA), serial and split between threads; int8 inputs and unsigned ones
 (proven in 0..255, stored int16: ReLU6 outputs), any channel count (padded to 16 inside), kernels
 of 1 to 7 taps a side, strides, dilations and pads, outputs narrower than a tile of 4 pixels; channels
-a multiple of 16 with an output step of requant and clamps only (stored from the accumulators).
+a multiple of 16 with an output step of requant and clamps only (stored from the accumulators). The
+tests of the VNNI kernel run once per kernel path; the VNNI one is skipped, naming it, where the CPU lacks it.
 
 Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples (default 1000, as CI runs)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import cvm
 from cvm.interp import numba as nb
+from numba_helpers import EXAMPLES, SETTINGS, check, each_isa
 from strategies import finish, output_chain, values
-from test_numba_equivalence import check
-from test_numba_fusion import SETTINGS, EXAMPLES
 
 
 @st.composite
@@ -58,7 +59,8 @@ def test_depthwise_split_between_threads_matches_reference(case, threads):
     check(case, threads=threads, split="always")
 
 
-def test_mobilenet_block_takes_the_vnni_depthwise_path():
+@pytest.mark.parametrize("isa", each_isa())
+def test_mobilenet_block_takes_the_vnni_depthwise_path(isa):
     """A ReLU6 output (int16, proven 0..255) into a 3x3 depthwise conv of 40 channels (not a multiple
     of 16), then a stride-2 one on its int8 output: both take "dwvnni" where VNNI runs, "depthwise"
     on the portable ISA; outputs equal the reference."""
@@ -73,12 +75,11 @@ def test_mobilenet_block_takes_the_vnni_depthwise_path():
     model = b.build(z)
     xs = {"x": rng.integers(-127, 128, (3, 40, 20, 16)).astype(np.int8)}
     want = cvm.interp.reference.run(model.graph, model.analysis, xs)
-    for isa in nb.available_isas():
-        runner = nb.prepare(model.graph, model.analysis, isa=isa)
-        paths = [s.label.split("]")[0] + "]" for s in runner.plan.steps if s.label.startswith("conv2d[d")]
-        expect = ["conv2d[dwvnni]" if isa == "vnni" else "conv2d[depthwise]"] * 2
-        assert paths == expect, paths
-        assert np.array_equal(runner(xs)[z], want[z])
+    runner = nb.prepare(model.graph, model.analysis, isa=isa)
+    paths = [s.label.split("]")[0] + "]" for s in runner.plan.steps if s.label.startswith("conv2d[d")]
+    expect = ["conv2d[dwvnni]" if isa == "vnni" else "conv2d[depthwise]"] * 2
+    assert paths == expect, paths
+    assert np.array_equal(runner(xs)[z], want[z])
 
 
 @st.composite
@@ -102,7 +103,8 @@ def row_pair_case(draw):
     return finish(draw, b, output_chain(draw, b, y, (c, oh, ow), 0, 24))
 
 
+@pytest.mark.parametrize("isa", each_isa())
 @settings(SETTINGS, max_examples=max(1, EXAMPLES // 4))
 @given(case=row_pair_case(), threads=st.integers(1, 3))
-def test_depthwise_row_pairs_match_reference(case, threads):
-    check(case, threads=threads, split="always" if threads > 1 else "auto")
+def test_depthwise_row_pairs_match_reference(isa, case, threads):
+    check(case, threads=threads, split="always" if threads > 1 else "auto", isas=[isa])

@@ -7,23 +7,16 @@ Every kernel path this machine runs, serial and split between threads; derandomi
 CVM_HYPOTHESIS_EXAMPLES scales the examples (default 1000 per property, as CI runs)."""
 from __future__ import annotations
 
-import os
 
 import numpy as np
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import cvm
 from cvm.arith import bits_max
 from cvm.interp import numba as nb
+from numba_helpers import EXAMPLES, SETTINGS, check
 from strategies import act_bits, finish, mac_weights, requant, source, values
-from test_numba_equivalence import check
-
-EXAMPLES = int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000"))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, print_blob=False,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                           HealthCheck.data_too_large])
-
 
 def _bits(b, y: str) -> int:
     """The proven width of tensor y (a graph the verifier refuses is not a case)."""
