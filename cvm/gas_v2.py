@@ -121,16 +121,18 @@ def reprice(table: Mapping) -> dict:
 
 def repriced(model, opset: int = 3):
     """`model` written in `opset`, an opset that only reprices (cvm.ops.REPRICES) the semantics of the
-    model's own opset or a newer one: the same graph, outputs and meta, another hash and gas. What
-    `mrt convert --opset 3` writes; an opset-1 or opset-2 model keeps its own gas until repriced so."""
+    model's own opset or a newer one (a model of a repricing opset moves by its semantics: 3 -> 4): the
+    same graph, outputs and meta, another hash and gas (verified again: opset 4 also bounds a node's
+    inputs). What `mrt convert --opset 3|4` writes; an opset-1 or opset-2 model keeps its own gas until
+    repriced so."""
     from .model import Model
     from .ops import OPSETS, REPRICES
     if opset == model.graph.opset:
         return model
-    base = REPRICES.get(opset)
-    if base is None or model.graph.opset > base:
+    base, semantics = REPRICES.get(opset), REPRICES.get(model.graph.opset, model.graph.opset)
+    if base is None or semantics > base:
         raise ValueError(f"opset {opset} does not reprice opset {model.graph.opset}: a model moves only to an opset "
-                         f"in {sorted(o for o, b in REPRICES.items() if b >= model.graph.opset)} (known: {sorted(OPSETS)})")
+                         f"in {sorted(o for o, b in REPRICES.items() if b >= semantics)} (known: {sorted(OPSETS)})")
     return Model(dataclasses.replace(model.graph, opset=opset), model.meta)
 
 
