@@ -25,6 +25,23 @@ def test_convert_opset_3(tmp_path, capsys):
     assert np.array_equal(m3.run(x), m1.run(x, backend="reference"))
 
 
+def test_convert_opset_4(tmp_path):
+    """Opset 4 (schedule v3): the same graph and outputs, v3's gas: v2's plus EDGE per listed input (this
+    MLP has no large data-movement node) and, per call, the constants' load charge."""
+    from cvm import gas_v3
+    onnx, calib = FIX / "models" / "digits_mlp.onnx", FIX / "data" / "digits_mlp_calib.npz"
+    out3, out4 = tmp_path / "v3.cvm", tmp_path / "v4.cvm"
+    assert mrt_main(["convert", str(onnx), "--calib", str(calib), "-o", str(out3), "--opset", "3"]) == 0
+    assert mrt_main(["convert", str(onnx), "--calib", str(calib), "-o", str(out4), "--opset", "4"]) == 0
+    m3, m4 = cvm.load(out3), cvm.load(out4)
+    assert m4.graph.opset == 4 and m4.graph.nodes == m3.graph.nodes
+    assert m4.gas == m3.gas + gas_v3.EDGE * sum(len(n.inputs) for n in m4.graph.nodes)
+    assert m4.call_gas(1) - m4.gas > m3.call_gas(1) - m3.gas  # the load term
+    with np.load(FIX / "data" / "digits_mlp_test.npz") as d:
+        x = m3.quantize_input(d["x"][:16])
+    assert np.array_equal(m4.run(x), m3.run(x, backend="reference"))
+
+
 def test_convert_refuses_other_opsets(tmp_path, capsys):
     with pytest.raises(SystemExit):
         mrt_main(["convert", str(FIX / "models" / "digits_mlp.onnx"), "--calib",
