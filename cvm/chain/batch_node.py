@@ -44,6 +44,7 @@ from cvm.chain.disputant import Claim, Disputant
 from cvm.chain.node import Operator
 from cvm.chain.protocol import MAX_COMMITTEE, Job, OnChain
 from cvm.chain.sender import Sender
+from cvm.chain.serve import add_node_arguments, serve_operator
 from cvm.chain.states import COMMITTED, Status
 
 log = logging.getLogger("cvm.node")
@@ -263,8 +264,6 @@ class BatchedOperator(Operator):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cvm.chain.cli import add_node_arguments, serve_operator
-
     p = argparse.ArgumentParser(prog="python -m cvm.chain.batch_node", description=__doc__.splitlines()[0])
     add_node_arguments(p)
     p.add_argument("--relay", help="the committee's relay (python -m cvm.chain.relay); none: every step alone")

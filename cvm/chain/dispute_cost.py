@@ -5,7 +5,7 @@ A dispute (contracts/src/DisputeGame.sol) costs the honest side, at most: openin
 a trace level, then settling the first differing leaf. An input leaf is settled by `resolveStep`
 from the request's input, the output by `resolveOutput`; a node's leaf by the trace precompile
 (`resolveStep`, the node's CVM gas) where the chain has one, else by the referee: `openNode`, one
-`bisectWords` a round down the node's output words (model_commitment.word_rounds), and
+`bisectWords` a round down the node's output words (referee_commitment.word_rounds), and
 `resolveElement`, bounded by the referee's gas budget for one element of that node
 (REFEREE_BASE_GAS + max_reads * read_gas, which bounds `Referee.evaluate` sent as a transaction,
 tests/chain/test_chain_referee.py) plus the spec, the activations' trace proofs and the slashing.
@@ -27,7 +27,7 @@ import numpy as np
 from eth_abi import encode
 
 import cvm
-from cvm.chain import model_commitment as mc
+from cvm.chain import referee_commitment as mc
 from cvm.chain import trace
 from cvm.chain.referee_ops import REFEREE_OPS
 from cvm.gas import call_base_gas

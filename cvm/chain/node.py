@@ -44,6 +44,7 @@ from cvm.chain.jobs import JobDB
 from cvm.chain.eligibility import Eligibility
 from cvm.chain.protocol import MAX_COMMITTEE, RPC_ERRORS, Job, OnChain, bond_free, commitment
 from cvm.chain.sender import Sender, Tx
+from cvm.chain.serve import add_node_arguments, serve_operator
 from cvm.chain.states import COMMITTED, DONE, INITIAL, REVEALED, SEEN, SENDS_IN, WATCHING, Status
 from cvm.chain.store import ModelStore, StoreError
 from cvm.chain.trace import Trace, output_leaf, run_trace, wire_bytes
@@ -387,11 +388,9 @@ class Operator(Watcher, JobDB):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cvm.chain.cli import add_node_arguments, run_node
-
     p = argparse.ArgumentParser(prog="cvm node", description=__doc__.splitlines()[0])
     add_node_arguments(p)
-    return run_node(p.parse_args(argv))
+    return serve_operator(p.parse_args(argv), Operator)
 
 
 if __name__ == "__main__":

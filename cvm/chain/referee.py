@@ -11,7 +11,7 @@ reads whose word is not given reverts (MissingWord), so the two must agree.
 from __future__ import annotations
 
 from cvm.chain import contracts
-from cvm.chain import model_commitment as mc
+from cvm.chain import referee_commitment as mc
 from cvm.chain import trace
 from cvm.chain.referee_ops import BY_CODE
 from cvm.chain.trace import WORD, Trace

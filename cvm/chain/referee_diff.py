@@ -27,7 +27,7 @@ import numpy as np
 
 import cvm
 from cvm.builder import GraphBuilder
-from cvm.chain import model_commitment as mc
+from cvm.chain import referee_commitment as mc
 from cvm.chain import referee, trace
 from cvm.chain.referee_cases import DRAWS
 from cvm.chain.referee_draw import Draw

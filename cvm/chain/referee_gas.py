@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import cvm
-from cvm.chain import model_commitment as mc
+from cvm.chain import referee_commitment as mc
 from cvm.chain import referee
 from cvm.chain.trace import Trace, run_trace
 from cvm.values import storage_dtype
