@@ -9,11 +9,13 @@ boolean tensors live in float32 like every other IR tensor.
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import numpy as np
 from scipy import special
 
 from mrt.errors import GraphError
+from mrt.float_ops.elementwise import ELEMENTWISE
 from mrt.float_ops.shapes import broadcast
 
 F32 = np.float32
@@ -78,11 +80,10 @@ def _binary_shape(name):
 def run_program(x, program):
     """Evaluate a univariate program on x: steps (op, args, attrs) where an arg is "x", the index of an
     earlier step, or a float constant; the value of the last step is the result."""
-    from mrt.float_ops import OPS  # the table this module is part of
     values = []
     for op, args, attrs in program:
         ins = [x if a == "x" else values[a] if isinstance(a, int) else np.asarray(a, F32) for a in args]
-        values.append(np.asarray(OPS[op].run(*ins, **dict(attrs)), F32))
+        values.append(np.asarray(PROGRAM_OPS[op][0](*ins, **dict(attrs)), F32))
     return values[-1]
 
 
@@ -107,3 +108,5 @@ UNARY = {
     "univariate": (univariate, univariate_shape, ("program",), (1, 1)),
 }
 NONLINEAR = frozenset(UNARY) - {"univariate", "neg"}  # ops only a table computes (no rule of their own)
+# what a program's steps may be (mrt.passes.fuse_univariate.FUSIBLE: element-wise ops), their entries as above
+PROGRAM_OPS = MappingProxyType({**ELEMENTWISE, **UNARY})

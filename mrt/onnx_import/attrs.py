@@ -1,5 +1,6 @@
 """Reading ONNX node attributes so that none goes unnoticed: every attribute a handler does not
-read (or explicitly ignore) is reported as unsupported after the handler ran."""
+read (or explicitly ignore) is reported as unsupported after the handler ran; and the node helpers every
+handler module shares (where, optional_input)."""
 from onnx import helper
 
 from mrt.errors import UnsupportedOp
@@ -7,6 +8,11 @@ from mrt.errors import UnsupportedOp
 
 def where(node):
     return f"{node.op_type} node {node.name or node.output[0]!r}"
+
+
+def optional_input(node, k):
+    """The name of the node's k-th input, or None where it is absent or empty (an omitted optional input)."""
+    return node.input[k] if len(node.input) > k and node.input[k] else None
 
 
 class Attrs:

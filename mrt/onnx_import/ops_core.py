@@ -10,16 +10,13 @@ from onnx import TensorProto
 
 from mrt.errors import UnsupportedOp
 from mrt.float_ops import BATCH
-from mrt.onnx_import.attrs import where
+from mrt.onnx_import.attrs import optional_input, where
 from mrt.onnx_import.context import BATCH_SENTINEL
-
-
-def _opt(node, k):
-    return node.input[k] if len(node.input) > k and node.input[k] else None
+from mrt.onnx_import.ops_reduce import pad_by_copies
 
 
 def _scalar(ctx, node, k, what, default):
-    name = _opt(node, k)
+    name = optional_input(node, k)
     if name is None:
         return default
     value = ctx.const(name, node, what)
@@ -146,7 +143,7 @@ def pad(ctx, node, attrs):
     rank = len(ctx.shape(x, node))
     pads = [int(p) for p in ctx.const(node.input[1], node, "Pad pads")]
     value = _scalar(ctx, node, 2, "Pad constant_value", 0.0)
-    axes_name = _opt(node, 3)
+    axes_name = optional_input(node, 3)
     axes = list(range(rank)) if axes_name is None else [
         _axis(node, int(a), rank) for a in ctx.const(axes_name, node, "Pad axes")]
     if len(pads) != 2 * len(axes):
@@ -157,7 +154,6 @@ def pad(ctx, node, attrs):
     for k, a in enumerate(axes):
         full[a], full[rank + a] = pads[k], pads[len(axes) + k]
     if mode != "constant":
-        from mrt.onnx_import.ops_reduce import pad_by_copies  # builds on ops_shape, which reads this module
         pad_by_copies(ctx, node, ctx.tensor(x, node), ctx.shape(x, node), full, mode)
         return
     ctx.emit("pad", [ctx.tensor(x, node)], {"pads": full, "value": value}, node,
@@ -181,7 +177,7 @@ def identity(ctx, node, attrs):
 
 def dropout(ctx, node, attrs):
     attrs.ignore("seed", "ratio")  # inference: dropout is the identity whatever its ratio
-    training = _opt(node, 2)
+    training = optional_input(node, 2)
     if training is not None and ctx.const(training, node, "Dropout training_mode").any():
         raise UnsupportedOp(f"{where(node)}: Dropout in training mode is not supported")
     if len(node.output) > 1 and node.output[1]:

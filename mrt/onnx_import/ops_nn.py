@@ -7,8 +7,7 @@ import numpy as np
 
 from cvm.arith import window_out
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import.attrs import where
-from mrt.onnx_import.ops_core import _opt
+from mrt.onnx_import.attrs import optional_input, where
 
 
 def _window_attrs(ctx, node, attrs, kernel):
@@ -59,7 +58,7 @@ def conv(ctx, node, attrs):
         raise UnsupportedOp(f"{where(node)}: kernel_shape differs from the weight's shape")
     _, strides, dilations, pads, _ = _window_attrs(ctx, node, attrs, kernel)
     inputs = [ctx.tensor(node.input[0], node), ctx.tensor(node.input[1], node)]
-    if _opt(node, 2):
+    if optional_input(node, 2):
         ctx.const(node.input[2], node, "Conv bias")
         inputs.append(ctx.tensor(node.input[2], node))
     ctx.emit("conv", inputs, {"strides": strides, "pads": pads, "dilations": dilations,
@@ -124,7 +123,7 @@ def gemm(ctx, node, attrs):
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
     w = alpha * (b if attrs.get("transB", 0) else b.T).astype(np.float64)
     inputs = [ctx.tensor(a, node), ctx.add_const(f"{node.input[1]}/w", w)]
-    if _opt(node, 2):
+    if optional_input(node, 2):
         c = ctx.const(node.input[2], node, "Gemm C").astype(np.float64)
         if c.ndim > 2 or (c.ndim == 2 and c.shape[0] != 1):
             raise UnsupportedOp(f"{where(node)}: a Gemm bias C of shape {c.shape} varies along "

@@ -18,9 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import.attrs import where
+from mrt.onnx_import.attrs import optional_input, where
 from mrt.onnx_import.batch_major import batch_axis, set_batch_axis
-from mrt.onnx_import.ops_core import _opt
 
 # ONNX activation name -> (IR op, [(attribute, ONNX default)] read from activation_alpha / activation_beta)
 ACTIVATIONS = {
@@ -82,7 +81,7 @@ class Cell:
         if self.w.shape != (self.dirs, g, self.features) or self.r.shape != (self.dirs, g, self.hidden):
             raise UnsupportedOp(f"{where(node)}: W {self.w.shape} / R {self.r.shape} do not fit {self.dirs} "
                                 f"direction(s), hidden_size {self.hidden}, {self.features} input features")
-        b = _opt(node, 3)
+        b = optional_input(node, 3)
         self.b = (np.zeros((self.dirs, 2 * g)) if b is None else
                   ctx.const(b, node, f"{node.op_type} B").astype(np.float64).reshape(self.dirs, 2 * g))
         self._check_lengths()
@@ -101,7 +100,7 @@ class Cell:
         return self.ctx.tensor(name, self.node)
 
     def _check_lengths(self):
-        name = _opt(self.node, 4)
+        name = optional_input(self.node, 4)
         if name is None:
             return
         lengths = np.asarray(self.ctx.const(name, self.node, "sequence_lens"))
@@ -111,7 +110,7 @@ class Cell:
 
     def initial(self, k, what):
         """Per direction, the IR name of the initial state (N, 1, H), or None for zeros."""
-        name = _opt(self.node, k)
+        name = optional_input(self.node, k)
         if name is None:
             return [None] * self.dirs
         if self.ctx.is_const(name):
@@ -273,7 +272,7 @@ def _rnn_step(cell):
 def lstm(ctx, node, attrs):
     cell = Cell(ctx, node, attrs)
     peep = None
-    if _opt(node, 7):
+    if optional_input(node, 7):
         peep = ctx.const(node.input[7], node, "LSTM P").astype(np.float64).reshape(cell.dirs, 3 * cell.hidden)
         peep = peep if np.any(peep) else None
     hs, finals = cell.run(_lstm_step(cell, peep), [cell.initial(5, "initial_h"), cell.initial(6, "initial_c")])

@@ -12,9 +12,8 @@ import numpy as np
 
 from mrt.errors import UnsupportedOp
 from mrt.float_ops import OPS
-from mrt.onnx_import.attrs import where
+from mrt.onnx_import.attrs import optional_input, where
 from mrt.onnx_import.context import BATCH_SENTINEL
-from mrt.onnx_import.ops_core import _opt
 
 BIG = 1 << 62  # larger than any dimension: an "until the end" bound in ONNX's int64 starts/ends
 
@@ -34,7 +33,7 @@ def _axes(node, axes, rank):
 
 
 def _const_ints(ctx, node, k, what, default=None):
-    name = _opt(node, k)
+    name = optional_input(node, k)
     return default if name is None else [int(v) for v in np.asarray(ctx.const(name, node, what)).reshape(-1)]
 
 

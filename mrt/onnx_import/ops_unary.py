@@ -11,6 +11,7 @@ from onnx import TensorProto
 from mrt.errors import UnsupportedOp
 from mrt.float_ops.unary import SELU_ALPHA, SELU_GAMMA
 from mrt.onnx_import.attrs import where
+from mrt.onnx_import.ops_core import cast
 
 _UNARY = {"Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Neg": "neg", "Abs": "abs",
           "Erf": "erf", "Softplus": "softplus", "Softsign": "softsign", "Sin": "sin", "Cos": "cos",
@@ -70,7 +71,6 @@ def gelu(ctx, node, attrs):
 
 def cast_bool(ctx, node, attrs):
     """Cast to BOOL is x != 0 (as 0.0 / 1.0); every other target goes to the float Cast handler."""
-    from mrt.onnx_import.ops_core import cast
     if attrs.get("to") != TensorProto.BOOL:
         return cast(ctx, node, attrs)
     attrs.ignore("saturate", "round_mode")

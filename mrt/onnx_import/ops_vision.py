@@ -16,8 +16,7 @@ from math import floor, gcd, lcm
 import numpy as np
 
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import.attrs import where
-from mrt.onnx_import.ops_core import _opt
+from mrt.onnx_import.attrs import optional_input, where
 
 COORD_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn",
                "half_pixel_symmetric")
@@ -113,7 +112,7 @@ def _emit_resize(ctx, node, mode, coord_mode, nearest, scales, sizes, axes=None)
 
 
 def _const_or_none(ctx, node, k, what):
-    name = _opt(node, k)
+    name = optional_input(node, k)
     if name is None:
         return None
     value = np.asarray(ctx.const(name, node, what))
@@ -197,7 +196,7 @@ def conv_transpose(ctx, node, attrs):
     if len(strides) != 2 or len(dilations) != 2 or len(output_padding) != 2 or len(pads) != 4:
         _refuse(node, "strides/dilations/output_padding need 2 values and pads 4")
     inputs = [ctx.tensor(node.input[0], node), ctx.tensor(node.input[1], node)]
-    if _opt(node, 2):
+    if optional_input(node, 2):
         ctx.const(node.input[2], node, "ConvTranspose bias")
         inputs.append(ctx.tensor(node.input[2], node))
     ctx.emit("conv_transpose", inputs, {"strides": strides, "pads": pads, "dilations": dilations,
