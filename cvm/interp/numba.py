@@ -26,6 +26,7 @@ from ..verify import Analysis
 from .numba_kernels import buffers, lower_mac, lower_ops, lower_text, lower_vision, plan, wholeplan
 from .numba_kernels import threads as threads_
 from .numba_kernels.layout import canonical
+from .numba_kernels.simd import host_has_vnni  # (and here: cvm.interp.numba.host_has_vnni)
 
 LOWERINGS_V1 = {
     "conv2d": lower_mac.lower_conv, "dense": lower_mac.lower_dense, "matmul": lower_ops.lower_matmul,
@@ -56,17 +57,6 @@ WHOLEPLAN_MAX_BYTES = 512 << 20  # a bound set (activations, scratch) runs as on
 # 0.2-0.5x, ImageNet models 0.88-0.99x, up to DenseNet-121 at batch 8, 487 MiB); the bound caps the
 # one-time copy into its arena, which also holds a copy of the constants (counted against
 # MAX_BOUND_BYTES with the rest of the set)
-
-
-def host_has_vnni() -> bool:
-    """AVX-512 VNNI usable: the CPU has it and numba compiles for this CPU (not a generic target,
-    not NUMBA_DISABLE_JIT, where the intrinsics cannot run)."""
-    import llvmlite.binding as ll
-    from numba.core import config
-    if config.DISABLE_JIT or config.CPU_NAME not in (None, "host"):
-        return False
-    features = ll.get_host_cpu_features()
-    return bool(features.get("avx512f") and features.get("avx512vnni"))
 
 
 def available_isas() -> list[str]:

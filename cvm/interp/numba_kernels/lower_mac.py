@@ -144,8 +144,8 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
     min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
     args = (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail)
     unpadded = dict(gm, pt=0, pl=0, pb=0, pr=0)
-    if vnni.reads_in_place(m.x.dtype, gm, geo) or pad_fuse.request(
-            p, m.x_name, gm, vnni.reads_in_place(m.x.dtype, unpadded, geo)):
+    if pad_fuse.reads_in_place(m.x.dtype, gm, geo) or pad_fuse.request(
+            p, m.x_name, gm, pad_fuse.reads_in_place(m.x.dtype, unpadded, geo)):
         return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS)
 
     def first(x4):

@@ -11,7 +11,8 @@ written (z = 0: an unsigned input). The reader then reads that buffer in place, 
 The planner decides at the reader (request(): its padding, the producer's kind, one reader), after the
 producer's step exists: the value's stored shape grows by the padding (layout.Value.pad) and
 Planner.out_pads tells the producer's bind, which runs once planning is over, to write it padded.
-Values are the reference's: only where they are stored differs.
+Values are the reference's: only where they are stored differs. Whether a reader reads its input in
+place at all (reads_in_place: unsigned, unpadded, whole 4-byte runs) is decided here too.
 """
 from __future__ import annotations
 
@@ -20,8 +21,20 @@ from dataclasses import replace
 import numpy as np
 from numba import njit
 
-from .kargs import V_OH, V_OW
+from .gemv_vnni import MAX_ROWS
+from .kargs import V_CG, V_KH, V_KW, V_OH, V_OW, V_SEG4, V_USEG, V_VSEG
 from .layout import NHWC
+
+
+def reads_in_place(dtype, gm: dict, geo: np.ndarray) -> bool:
+    """Whether vnni.conv_vnni reads the stored input itself as its padded uint8 input (no to_padded_u8
+    copy): a uint8 input (z = 0, so x + z is x), no padding, and runs that are whole 4-byte reads
+    (none reads past the buffer's end, which has no SLACK). Not for a conv of at most
+    gemv_vnni.MAX_ROWS pixels a sample, which the whole-plan runner gives the one-pixel kernel
+    (it takes the padded_conv_vnni call)."""
+    return (np.dtype(dtype) == np.uint8 and gm["pt"] == gm["pb"] == gm["pl"] == gm["pr"] == 0
+            and int(geo[V_SEG4]) * 4 * int(geo[V_USEG]) * int(geo[V_VSEG]) == int(geo[V_KH]) * int(geo[V_KW]) * int(geo[V_CG])
+            and gm["oh"] * gm["ow"] > MAX_ROWS)
 
 
 def request(p, x_name: str, gm: dict, in_place_but_pads) -> bool:

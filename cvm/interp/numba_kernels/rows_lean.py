@@ -27,6 +27,7 @@ from . import rows_case
 from .dense16 import BLOCK_ROWS as DENSE16_BLOCK_ROWS, _block as _block16, dense_vnni16
 from .fused import BLOCK_ROWS, copy_rows, mul_rows
 from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, RND, RND2, SHIFT, SHIFT2
+from .simd import host_has_vnni
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -228,9 +229,8 @@ GATHER = True  # a requant -> lut row chain looks up with AVX-512 gathers (lut_g
 def _gather_twin(fn, args) -> tuple | None:
     """(lut_gather.copy_rows_g, args + its scratch row and int32 table) for a copy_rows call whose
     output step is one lut and no residual, on a host with AVX-512 (numba compiling for it); else None."""
-    from .. import numba as nb
     ost = args[3]
-    if not (GATHER and fn is copy_rows and ost[LUT1] != 0 and ost[HAS_RESIDUAL] == 0 and nb.host_has_vnni()):
+    if not (GATHER and fn is copy_rows and ost[LUT1] != 0 and ost[HAS_RESIDUAL] == 0 and host_has_vnni()):
         return None
     from .lut_gather import copy_flat_g, copy_rows_g
     if np.abs(ost[ost[LUT1]:]).max(initial=0) >= 1 << 31:

@@ -116,6 +116,17 @@ def vquad(typingctx, arr, i0, i1, i2, i3):
 _B64 = ir.VectorType(ir.IntType(8), 64)
 
 
+def host_has_vnni() -> bool:
+    """AVX-512 VNNI usable: the CPU has it and numba compiles for this CPU (not a generic target,
+    not NUMBA_DISABLE_JIT, where the intrinsics cannot run)."""
+    import llvmlite.binding as ll
+    from numba.core import config
+    if config.DISABLE_JIT or config.CPU_NAME not in (None, "host"):
+        return False
+    features = ll.get_host_cpu_features()
+    return bool(features.get("avx512f") and features.get("avx512vnni"))
+
+
 def host_has_vbmi() -> bool:
     """AVX-512 VBMI (vpermi2b: byte lookups in a 128-byte table held in two registers)."""
     import llvmlite.binding as ll

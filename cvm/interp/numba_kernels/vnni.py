@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit
 
 from .conv import out_rows
-from .kargs import V_C, V_CG, V_GROUPS, V_KH, V_KW, V_HP, V_OG, V_OH, V_OW, V_SEG4, V_SH, V_SW, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE, V_WP, \
+from .kargs import V_C, V_CG, V_GROUPS, V_HP, V_OG, V_OH, V_OW, V_SEG4, V_SH, V_SW, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE, V_WP, \
     VGEO, pack
 from .simd import dpbusd, vbroadcast4, vload, vstore
 
@@ -228,18 +228,6 @@ def padded_conv_vnni(x, xp3, pt, pl, z, r0, r1, xp, wp, bias, mult, mult2, ost, 
     dense layer (a recurrent cell's) pays one call's dispatch instead of two."""
     to_padded_u8(x, xp3, pt, pl, z, r0, r1)
     conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1)
-
-
-def reads_in_place(dtype, gm: dict, geo: np.ndarray) -> bool:
-    """Whether conv_vnni reads the stored input itself as its padded uint8 input (no to_padded_u8
-    copy): a uint8 input (z = 0, so x + z is x), no padding, and runs that are whole 4-byte reads
-    (none reads past the buffer's end, which has no SLACK). Not for a conv of at most
-    gemv_vnni.MAX_ROWS pixels a sample, which the whole-plan runner gives the one-pixel kernel
-    (it takes the padded_conv_vnni call)."""
-    from .gemv_vnni import MAX_ROWS
-    return (np.dtype(dtype) == np.uint8 and gm["pt"] == gm["pb"] == gm["pl"] == gm["pr"] == 0
-            and int(geo[V_SEG4]) * 4 * int(geo[V_USEG]) * int(geo[V_VSEG]) == int(geo[V_KH]) * int(geo[V_KW]) * int(geo[V_CG])
-            and gm["oh"] * gm["ow"] > MAX_ROWS)
 
 
 def panels(og: int) -> int:
