@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from . import adversarial_memory, limits
+from .repricing import repriced
 
 G = limits.MAX_GEOMETRY
 I32_MIN, I32_MAX = limits.MIN_CLIP, limits.MAX_CLIP
@@ -332,12 +333,11 @@ CATALOGUE.update({name: Case(name, why, make) for name, why, make in adversarial
 
 def build(name: str, seed: int = 0, opset: int | None = None):
     """(model, x): the accepted model and an integer input of batch 1 in its input's bit range; with
-    `opset`, the model moved to that repricing opset (cvm.gas_v2.repriced: raises VerifyError/LimitError
+    `opset`, the model moved to that repricing opset (cvm.repricing.repriced: raises VerifyError/LimitError
     where the opset refuses it, e.g. opset 4's limit on a node's inputs)."""
     b, out = CATALOGUE[name].make()
     model = b.build(out)
     if opset is not None:
-        from .gas_v2 import repriced
         model = repriced(model, opset)
     spec = model.inputs[0]
     m = (1 << (spec.bits - 1)) - 1

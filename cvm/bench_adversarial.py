@@ -34,7 +34,7 @@ FLOOR = 0.1  # a case passes when its gas/s is at least this fraction of the bac
 
 def fixture_input(name: str, opset: int | None = None):
     from .bench import load_bench_model
-    from .gas_v2 import repriced
+    from .repricing import repriced
     bm = load_bench_model(name)
     return (bm.model if opset is None else repriced(bm.model, opset)), bm.int_inputs[:1]
 

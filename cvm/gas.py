@@ -54,8 +54,7 @@ def call_gas(model, batch: int = 1) -> int:
     """What a call of `batch` samples through the chain pays under the schedule of the model's opset
     (docs/spec.md, "Cost"; docs/chain.md): the call's fixed charge, the model's gas per sample, and the
     input and output bytes, and (schedule v3) its constant bytes. This is Model.call_gas."""
-    from .ops import SCHEDULES
-    s = SCHEDULES[model.graph.opset]
+    s = model.schedule
     return call_base_gas(model) + model.gas * batch + s.io_gas(sample_io_bytes(model) * batch)
 
 
@@ -63,8 +62,7 @@ def call_base_gas(model) -> int:
     """What any call of the model pays once, whatever it moves or runs: the schedule's call charge and,
     under schedule v3, loading its constants (cvm.gas_v3.LOAD_NUM / LOAD_DEN a byte). The CVM and trace
     precompiles both charge it (cvm.chain.precompile, cvm.chain.trace_precompile)."""
-    from .ops import SCHEDULES
-    s = SCHEDULES[model.graph.opset]
+    s = model.schedule
     return s.call + s.load_gas(constant_bytes(model))
 
 

@@ -21,7 +21,7 @@ import math
 from types import MappingProxyType
 from typing import Mapping
 
-from .gas import Schedule
+from .gas import SCHEDULE_V1, Schedule
 
 ANCHOR_GAS_PER_SECOND = 60_000_000  # EIP-7904's anchor rate (https://eips.ethereum.org/EIPS/eip-7904)
 FACTOR_SCALE = 10_000  # FACTOR is gas per FACTOR_SCALE units
@@ -119,29 +119,10 @@ def reprice(table: Mapping) -> dict:
             for name, op in table.items()}
 
 
-def repriced(model, opset: int = 3):
-    """`model` written in `opset`, an opset that only reprices (cvm.ops.REPRICES) the semantics of the
-    model's own opset or a newer one (a model of a repricing opset moves by its semantics: 3 -> 4): the
-    same graph, outputs and meta, another hash and gas (verified again: opset 4 also bounds a node's
-    inputs). What `mrt convert --opset 3|4` writes; an opset-1 or opset-2 model keeps its own gas until
-    repriced so."""
-    from .model import Model
-    from .ops import OPSETS, REPRICES
-    if opset == model.graph.opset:
-        return model
-    base, semantics = REPRICES.get(opset), REPRICES.get(model.graph.opset, model.graph.opset)
-    if base is None or semantics > base:
-        raise ValueError(f"opset {opset} does not reprice opset {model.graph.opset}: a model moves only to an opset "
-                         f"in {sorted(o for o, b in REPRICES.items() if b >= semantics)} (known: {sorted(OPSETS)})")
-    return Model(dataclasses.replace(model.graph, opset=opset), model.meta)
-
-
 def model_gas(model) -> int:
-    """The model's gas per sample under schedule v2 (what `repriced(model).gas` is), from its v1 node
+    """The model's gas per sample under schedule v2 (what `cvm.repricing.repriced(model).gas` is), from its v1 node
     costs without verifying it again: a v1 node cost is SCHEDULE_V1.node + the op's v1 units."""
-    from .gas import SCHEDULE_V1
-    from .ops import SCHEDULES
-    if SCHEDULES[model.graph.opset] is SCHEDULE_V2:
+    if model.schedule is SCHEDULE_V2:
         return model.gas
     a, total = model.analysis, 0
     for node, cost, attrs in zip(model.graph.nodes, a.node_costs, a.attrs):

@@ -25,6 +25,7 @@ v3"); a change to any of them is a new opset.
 from __future__ import annotations
 
 import dataclasses
+import math
 from types import MappingProxyType
 from typing import Mapping
 
@@ -48,8 +49,7 @@ SCHEDULE_V3 = Schedule("v3", gas_v2.NODE, gas_v2.CALL, gas_v2.IO_NUM, gas_v2.IO_
 
 def largest_operand(args, out) -> int:
     """Elements per sample of a node's largest input, table or output."""
-    from .ops.base import elements
-    return max([elements(out)] + [elements(a.shape) for a in args])
+    return max([math.prod(map(int, out))] + [math.prod(map(int, a.shape)) for a in args])
 
 
 def is_large(name: str, args, out) -> bool:

@@ -12,10 +12,11 @@ import numpy as np
 
 from . import limits, meta as meta_schema, threshold_codes
 from .errors import FormatError, GasLimitExceeded, InputError
-from .gas import call_gas as schedule_call_gas
+from .gas import Schedule, call_gas as schedule_call_gas
 from .format import check_file_size, decode_file, decode_graph, encode_file, encode_graph, model_hash
 from .ir import Graph
 from .model_file import read_model_file
+from .ops import SCHEDULES
 from .arith import bits_max
 from .values import storage_dtype
 from .verify import Analysis, verify
@@ -91,6 +92,12 @@ class Model:
     def gas(self) -> int:
         """Static cost of one sample; a run of batch B costs gas * B."""
         return self.analysis.gas
+
+    @property
+    def schedule(self) -> Schedule:
+        """The gas schedule of the model's opset (cvm.ops.SCHEDULES): what a node, an edge, a call, a byte
+        of input and output and a byte of constants cost beyond the ops' own formulas."""
+        return SCHEDULES[self.graph.opset]
 
     # ------------------------------------------------------------ running
 

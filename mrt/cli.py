@@ -64,7 +64,7 @@ def cmd_convert(args) -> int:
     else:
         model = convert(args.model, calib, dump=args.dump, **options)
     if args.opset is not None:
-        from cvm.gas_v2 import repriced
+        from cvm.repricing import repriced
         model = repriced(model, args.opset)
     model.save(args.output)
     q = model.meta.get("quantization", {})

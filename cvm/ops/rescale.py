@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import gas
 from ..limits import MAX_AXIS, MAX_BITS, MAX_LUT_SIZE, MAX_SHIFT
 from ..arith import INT64_MAX, bits_max, div_round, round_shift
+from .elementwise import _binary_shape
 from .base import TABLE_ANY, TABLE_MONOTONE, Attr, OpDef, RuleError, broadcast_shapes, clamp, corners, elements, require
 
 # ---------------------------------------------------------------- requant
@@ -94,7 +95,6 @@ LUT = OpDef("lut", 2, 2, {"offset": Attr("int")}, lut_shape, lut_bound, lut_cost
 # ---------------------------------------------------------------- div
 
 def div_shape(args, a):
-    from .elementwise import _binary_shape
     _binary_shape(args, a)
     require(args[1].lo >= 1, "value.divisor", f"divisor interval [{args[1].lo}, {args[1].hi}] is not proven >= 1")
     out = broadcast_shapes(args[0].shape, args[1].shape)

@@ -7,13 +7,14 @@ from chainkit import CONFIG
 
 from cvm import gas_v2
 from cvm.chain.contracts import call_struct, register_model
+from cvm.repricing import repriced
 
 pytestmark = pytest.mark.chain
 
 
 def test_opset_3_model_registers_its_v2_gas_and_pays_a_fee_from_it(env):
     v1 = env.model
-    v3 = gas_v2.repriced(v1, 3)
+    v3 = repriced(v1, 3)
     assert v1.graph.opset == 1 and v3.graph.opset == 3 and v3.gas < v1.gas
     register_model(env.registry, env.player, v3)
     assert call_struct(env.registry.functions.getModel(v3.hash))["gas"] == v3.gas == gas_v2.model_gas(v1)
@@ -33,7 +34,7 @@ def test_precompile_charges_an_opset_3_model_by_schedule_v2(env):
     import cvm
     from cvm.chain.precompile import precompile_gas
     v1 = cvm.load(ROOT / "fixtures/cvm/tiny_cnn.cvm")
-    v3 = gas_v2.repriced(v1, 3)
+    v3 = repriced(v1, 3)
     model = env.store.get(env.store.put(v3))
     x = np.load(ROOT / "fixtures/cvm/tiny_cnn_input.npy")
     data = model.hash + model.encode_input(x)  # a batch of 4

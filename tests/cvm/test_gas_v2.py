@@ -13,6 +13,7 @@ import cvm
 from cvm import gas_v2
 from cvm.gas import CALL_BASE_GAS, GAS_PER_IO_BYTE, GAS_PER_NODE, SCHEDULE_V1, call_gas, sample_io_bytes
 from cvm.ops import LATEST_OPSET, OPSET_V2, OPSET_V3, OPSETS, REPRICES, SCHEDULES, lowest_opset
+from cvm.repricing import repriced
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "models"
 FIXTURES = sorted(FIX.glob("*.cvm"))
@@ -73,7 +74,7 @@ def test_node_costs_follow_the_v2_formula():
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_repriced_fixture_runs_the_same_and_costs_v2(path):
     model = cvm.load(path)
-    v3 = gas_v2.repriced(model)
+    v3 = repriced(model)
     assert v3.graph.opset == 3 and v3.hash != model.hash and model.graph.opset in (1, 2)
     assert v3.gas == gas_v2.model_gas(model) < model.gas
     assert v3.graph.nodes == model.graph.nodes and v3.meta == model.meta
@@ -90,16 +91,16 @@ def test_repriced_fixture_runs_the_same_and_costs_v2(path):
 
 def test_repriced_refuses_an_opset_that_does_not_reprice_the_models():
     model = _conv_model(None)
-    assert gas_v2.repriced(model, 1) is model
+    assert repriced(model, 1) is model
     with pytest.raises(ValueError, match="opset 2 does not reprice opset 1"):
-        gas_v2.repriced(model, 2)
+        repriced(model, 2)
     with pytest.raises(ValueError, match="opset 9"):
-        gas_v2.repriced(model, 9)
+        repriced(model, 9)
 
 
 def test_call_gas_per_schedule():
     v1 = cvm.load(FIX / "mnist_cnn.cvm")
-    v3 = gas_v2.repriced(v1)
+    v3 = repriced(v1)
     io = sample_io_bytes(v1)
     for batch in (1, 5):
         assert call_gas(v1, batch) == v1.call_gas(batch) == CALL_BASE_GAS + v1.gas * batch + GAS_PER_IO_BYTE * io * batch
@@ -110,7 +111,7 @@ def test_precompile_charges_the_models_own_schedule():
     pytest.importorskip("eth")
     from cvm.chain.precompile import precompile_gas, sample_bytes
     v1 = cvm.load(FIX / "mnist_cnn.cvm")
-    v3 = gas_v2.repriced(v1)
+    v3 = repriced(v1)
     n = 3 * sample_bytes(v1.inputs[0])
     assert precompile_gas(v1, n) == v1.call_gas(3)
     assert precompile_gas(v3, n) == call_gas(v3, 3) < precompile_gas(v1, n)

@@ -1,7 +1,7 @@
 """Unsigned activations stored as uint8 (plan.Planner.unsigned_storage): a relu output proven in
 0..255 (a 9-bit requant, then relu, as in the torchvision ResNets) that only convs, dense layers, max
 pools and requants read is stored one byte an element; a VNNI conv with no padding and whole 4-byte
-runs then reads it in place (vnni.reads_in_place: no padded copy). The outputs equal the reference's
+runs then reads it in place (pad_fuse.reads_in_place: no padded copy). The outputs equal the reference's
 bit for bit, with residual adds read from uint8, pools over uint8, and the graph's outputs keeping
 their spec dtype. The tests of the VNNI path run once per kernel path; the VNNI one is skipped, naming
 it, where the CPU lacks it."""
