@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --backend fhe: evaluate the circuit in the clear, simulate it, or run it encrypted")
     s.set_defaults(func=cmd_run)
 
-    for module in ("cvm.bench", "cvm.bench_verify", "cvm.conformance", "cvm.fuzz", "cvm.chain.cli"):
+    for module in ("cvm.tools.bench", "cvm.tools.bench_verify", "cvm.conformance", "cvm.fuzz", "cvm.chain.cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError:

@@ -26,7 +26,7 @@ from .gas import SCHEDULE_V1, Schedule
 ANCHOR_GAS_PER_SECOND = 60_000_000  # EIP-7904's anchor rate (https://eips.ethereum.org/EIPS/eip-7904)
 FACTOR_SCALE = 10_000  # FACTOR is gas per FACTOR_SCALE units
 
-NODE = 62  # per node: the dearest chain of nodes of a few elements each (cvm.adversarial: dense_tiny_chain)
+NODE = 62  # per node: the dearest chain of nodes of a few elements each (cvm.tools.adversarial: dense_tiny_chain)
 CALL = 175  # per call: a one-node model's call (checking the input, taking buffers, copying the output)
 IO_NUM, IO_DEN = 1, 16  # per input and output byte a call moves: one gas per 16 bytes, rounded up (0.055 measured)
 

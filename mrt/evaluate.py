@@ -130,7 +130,7 @@ def ort_int8_accuracy(onnx_path: str, calib: np.ndarray | dict, x: np.ndarray | 
     (the same quantization `cvm bench` measures). calib and x: one array or {input name: array}."""
     import onnxruntime as ort
 
-    from cvm.bench import quantize_ort_int8
+    from cvm.tools.bench import quantize_ort_int8
 
     ort.set_default_logger_severity(3)  # its quantizer warns about every unused initializer
     y = numeric_labels(y)

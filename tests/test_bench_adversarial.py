@@ -1,4 +1,4 @@
-"""cvm.bench_adversarial: every catalogue model is accepted, runs bit for bit alike on both backends,
+"""cvm.tools.bench_adversarial: every catalogue model is accepted, runs bit for bit alike on both backends,
 and the benchmark runs end to end (no timing is asserted: speed is never a test's business)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import cvm
-from cvm import bench, bench_adversarial as ba
+from cvm.tools import bench, bench_adversarial as ba
 
 
 @pytest.mark.parametrize("name", list(ba.CATALOGUE))

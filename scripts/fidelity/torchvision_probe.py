@@ -46,7 +46,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=7)  # torchvision_eval.py's test images
     p.add_argument("--variant", action="append", default=[], help="quantization overrides as JSON")
     a = p.parse_args()
-    from cvm.bench import quantize_ort_int8
+    from cvm.tools.bench import quantize_ort_int8
     from mrt import pipeline
     onnx_path = MODELS / f"{a.name}_224.onnx"
     calib = np.load(MODELS / "calib_224_64.npz")["x"]

@@ -26,7 +26,7 @@ EXTRA_LINES, EXTRA_SEED = 1024, 3
 
 def main() -> None:
     import mrt
-    from cvm.bench import interleaved, quantize_ort_int8
+    from cvm.tools.bench import interleaved, quantize_ort_int8
     from cvm.interp import numba as nb
     onnx_path = ocr_fetch.path("cls")
     calib = np.load(ROOT / ".cache" / "models" / "ocr" / "cls_calib.npz")["x"]

@@ -61,7 +61,7 @@ def session(path):
 
 def latencies(fns: dict) -> dict[str, float]:
     """Median ms per call of each callable, in interleaved rounds."""
-    from cvm.bench import interleaved
+    from cvm.tools.bench import interleaved
     times = interleaved(fns, SECONDS)
     return {k: 1e3 * float(np.median(times[k][0])) for k in fns}
 
@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--wide", nargs="+", choices=sorted(WIDE), default=["none", "encoder", "encoder-w10"])
     a = ap.parse_args()
     load = os.getloadavg()
-    from cvm.bench import quantize_ort_int8
+    from cvm.tools.bench import quantize_ort_int8
     from cvm.interp import numba as nb
     from onnxruntime.quantization import QuantType, quantize_dynamic
     path, data = DIR / f"minilm_L{a.length}.onnx", np.load(DIR / f"text_L{a.length}.npz")

@@ -71,7 +71,7 @@ def measure(kind: str) -> str:
     except Exception as e:  # noqa: BLE001 - the table records why a model does not convert
         return f"| {kind} | {onnx_path.name} | not converted: {str(e).splitlines()[0]} | | | |"
     seconds = time.perf_counter() - start
-    from cvm.bench import quantize_ort_int8
+    from cvm.tools.bench import quantize_ort_int8
     with tempfile.TemporaryDirectory() as d:
         float_sess = session(onnx_path)
         int8_sess = session(quantize_ort_int8(onnx_path, calib["x"], Path(d), float_sess.get_inputs()[0].name))

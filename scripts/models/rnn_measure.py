@@ -20,7 +20,7 @@ import numpy as np
 import onnxruntime as ort
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from cvm.bench import time_calls
+from cvm.tools.bench import time_calls
 from mrt.pipeline import convert
 
 ROOT = Path(__file__).resolve().parents[2]

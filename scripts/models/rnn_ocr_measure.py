@@ -22,7 +22,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rnn_ocr_data as D  # noqa: E402
-from cvm.bench import time_calls  # noqa: E402
+from cvm.tools.bench import time_calls  # noqa: E402
 from mrt.pipeline import convert  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

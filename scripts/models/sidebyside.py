@@ -43,7 +43,7 @@ def run_cvm(model, x: np.ndarray, batch: int = 8) -> np.ndarray:
 
 def latency_ms(model, float_sess, int8_sess, x1: np.ndarray) -> dict[str, float]:
     """Median ms at batch 1 of CVM numba, ort float and ort int8, one thread each."""
-    from cvm.bench import interleaved
+    from cvm.tools.bench import interleaved
     from cvm.interp import numba as nb
     runner = nb.prepare(model.graph, model.analysis, threads=1)
     xq = {model.inputs[0].name: model.quantize_input(x1)}

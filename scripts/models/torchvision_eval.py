@@ -51,7 +51,7 @@ def row_label(name: str, samples: int) -> str:
 
 
 def evaluate(name: str, samples: int = TEST_SAMPLES) -> str:
-    from cvm.bench import quantize_ort_int8
+    from cvm.tools.bench import quantize_ort_int8
     from mrt.evaluate import cosine
     onnx_path = MODELS / f"{name}_224.onnx"
     if not onnx_path.exists():

@@ -28,7 +28,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vad_data as V  # noqa: E402
 import vad_fetch  # noqa: E402
-from cvm.bench import time_calls  # noqa: E402
+from cvm.tools.bench import time_calls  # noqa: E402
 from mrt.onnx_import.bind import bind_inputs  # noqa: E402
 from mrt.pipeline import convert, finish, prepare  # noqa: E402
 

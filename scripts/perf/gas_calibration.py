@@ -1,7 +1,7 @@
 """Gas schedule v2 calibration: the evidence behind cvm/gas_v2.py's constants (which are normative and
 never recomputed from this script's output at run time).
 
-Each probe (cvm.adversarial's catalogue of shapes built to be cheap in gas and slow, and typical layers
+Each probe (cvm.tools.adversarial's catalogue of shapes built to be cheap in gas and slow, and typical layers
 of real models, PROBES) is timed on the slowest conforming path: the numba backend's portable kernels,
 one thread, thread CPU time. Times are measured RELATIVE to one fixed baseline probe (BASELINE, a
 typical 3x3 conv layer) timed alternately with each probe in the same run, so that a loaded or slower
@@ -198,7 +198,7 @@ def current_units() -> dict:
 
 
 def _rows():
-    from cvm.adversarial import CATALOGUE, build
+    from cvm.tools.adversarial import CATALOGUE, build
     rows = [(name, *build(name)) for name in CATALOGUE]
     for name, (shape, make, *bits) in PROBES.items():
         model = _probe(make, shape, *bits)

@@ -1,7 +1,7 @@
 """Gas of models under schedule v1 (opsets 1, 2) and v2 (opset 3, cvm.gas_v2), and what fits a block.
 
     python scripts/perf/gas_report.py MODEL.cvm ... [--block 30000000] [--markdown] [--time]
-    python scripts/perf/gas_report.py --adversarial [--markdown]   # cvm/adversarial.py's catalogue, timed
+    python scripts/perf/gas_report.py --adversarial [--markdown]   # cvm/tools/adversarial.py's catalogue, timed
 
 Per model: nodes, gas per sample under v1 and v2 (the model's own gas if it is in opset 3, else
 cvm.gas_v2.model_gas: the gas `mrt convert --opset 3` would give it), what one call of one sample pays
@@ -48,8 +48,8 @@ def portable_seconds(model, min_calls: int = 3, min_seconds: float = 1.0) -> flo
 
 
 def _catalogue():
-    """(name, model) of every case of cvm/adversarial.py's catalogue."""
-    from cvm.adversarial import CATALOGUE, build
+    """(name, model) of every case of cvm/tools/adversarial.py's catalogue."""
+    from cvm.tools.adversarial import CATALOGUE, build
     for name in CATALOGUE:
         yield name, build(name)[0]
 

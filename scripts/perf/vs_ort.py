@@ -60,8 +60,8 @@ class OldRunner:
 
 
 def main(argv=None) -> int:
-    from cvm.bench import _ort_session, quantize_ort_int8
-    from cvm.bench_models import load_bench_model
+    from cvm.tools.bench import _ort_session, quantize_ort_int8
+    from cvm.tools.bench_models import load_bench_model
     from cvm.interp import numba as nb
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("commit")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "fixtures" / "train"))
 
 import onnxruntime as ort  # noqa: E402
 
-from cvm.bench import time_calls  # noqa: E402
+from cvm.tools.bench import time_calls  # noqa: E402
 from mrt.pipeline import convert  # noqa: E402
 from mrt.trees.agreement import compare  # noqa: E402
 from mrt.trees.datasets import split  # noqa: E402

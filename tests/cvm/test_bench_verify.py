@@ -3,7 +3,7 @@ the command reports seconds per MB at full size, and no test asserts a time)."""
 import pytest
 
 import cvm
-from cvm import bench_verify
+from cvm.tools import bench_verify
 from cvm.cli import main
 
 

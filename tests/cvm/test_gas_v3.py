@@ -67,7 +67,7 @@ def test_a_call_pays_for_the_constants_it_loads():
 
 
 def test_a_large_node_is_never_cheaper_than_in_opset_3():
-    from cvm import adversarial
+    from cvm.tools import adversarial
     for name in ("gather_chain_2_20", "transpose_64mib", "slice_strided_64mib", "pad_64mib"):
         m3, _ = adversarial.build(name, opset=3)
         m4, _ = adversarial.build(name, opset=4)

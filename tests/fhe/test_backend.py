@@ -120,7 +120,7 @@ def test_unknown_mode_is_refused(runners):
 
 
 def test_fhe_bench_reports_costs():
-    from cvm.interp.fhe_bench import fhe_bench
+    from cvm.tools.fhe_bench import fhe_bench
 
     model = graphs.lut()
     r = fhe_bench(model, extremes(model, 2), lookup_bits=4, samples=2)

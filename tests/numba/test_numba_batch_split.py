@@ -31,7 +31,7 @@ def test_batch_parts_match_reference(case, threads, data):
 def test_auto_split_parts_and_large_ops_inside_parts():
     """batch 64 on 2 threads: MAX_PARTS_PER_THREAD parts a thread; each part's convs are large enough that
     they would split their rows, and run on their own thread instead; outputs equal the one-thread run."""
-    from cvm.bench_models import resnet_int8
+    from cvm.tools.bench_models import resnet_int8
     model = resnet_int8()
     x = {"x": np.random.default_rng(0).integers(-127, 128, (64, 3, 32, 32)).astype(np.int8)}
     one = nb.prepare(model.graph, model.analysis, threads=1)

@@ -1,9 +1,9 @@
-"""cvm.bench runs end to end on small settings and prints its table (no timing is asserted)."""
+"""cvm.tools.bench runs end to end on small settings and prints its table (no timing is asserted)."""
 import io
 
 import numpy as np
 
-from cvm import bench
+from cvm.tools import bench
 
 
 def test_run_bench_small_rows_and_table():

@@ -88,7 +88,7 @@ def test_block_taps_is_the_box_of_in_image_taps(h, w, kh, kw, sh, sw, dh, dw, pt
 def test_tall_kernel_multiplies_only_its_in_image_taps():
     """The adversarial catalogue's tall kernel (2^20 x 1, two taps inside the image): the block's box
     is those two taps."""
-    from cvm.adversarial import build
+    from cvm.tools.adversarial import build
     model, x = build("conv_tall_kernel")
     node = model.graph.nodes[0]
     kh = model.graph.constants[node.inputs[1]].shape[2]
@@ -101,7 +101,7 @@ def test_tall_kernel_multiplies_only_its_in_image_taps():
 def test_tall_pool_window_visits_only_its_in_image_taps():
     """max_pool2d's portable kernel loops over each window's in-image taps only (conv.tap_range): the
     catalogue's 2^20 x 1 pool over two rows equals the reference."""
-    from cvm.adversarial import build
+    from cvm.tools.adversarial import build
     model, x = build("maxpool_tall_kernel")
     want = reference.run(model.graph, model.analysis, {"x": x})
     assert_same(nb.prepare(model.graph, model.analysis, isa="portable")({"x": x}), want)

@@ -1,5 +1,5 @@
 """The machine's int8 multiply-accumulate peak, measured: vpdpbusd on registers only (12 independent
-accumulators, no memory traffic), which no GEMM can beat. Used by cvm.bench."""
+accumulators, no memory traffic), which no GEMM can beat. Used by cvm.tools.bench."""
 from __future__ import annotations
 
 import time

@@ -1,6 +1,6 @@
 """fhe_bench: what an encrypted inference of a CVM model costs (docs/fhe.md, "Measured").
 
-    .venv-fhe/bin/python -m cvm.interp.fhe_bench fixtures/models/digits_mlp_fhe.cvm --lookup-bits 8
+    .venv-fhe/bin/python -m cvm.tools.fhe_bench fixtures/models/digits_mlp_fhe.cvm --lookup-bits 8
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .fhe import DEFAULT_LOOKUP_BITS, FHERunner, prepare
+from ..interp.fhe import DEFAULT_LOOKUP_BITS, FHERunner, prepare
 
 
 def fhe_bench(model, x, *, lookup_bits: int = DEFAULT_LOOKUP_BITS, inputset=None, samples: int = 1,

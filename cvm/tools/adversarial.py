@@ -1,7 +1,7 @@
 """Adversarial models: accepted models at the corners of the gas schedule and of the verifier's bounds,
 built to be cheap in gas and expensive to run (big pads, strides, dilations, tiny outputs, large
 reductions, lookup- and division-heavy graphs, long chains of tiny nodes). `cvm bench --adversarial`
-(cvm/bench_adversarial.py) times them; docs/performance.md records a run.
+(cvm/tools/bench_adversarial.py) times them; docs/performance.md records a run.
 
 API: CATALOGUE (name -> Case: name, why, make), build(name) -> (model, x).
 """
@@ -12,8 +12,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import adversarial_memory, limits
-from .repricing import repriced
+from . import adversarial_memory
+from .. import limits
+from ..repricing import repriced
 
 G = limits.MAX_GEOMETRY
 I32_MIN, I32_MAX = limits.MIN_CLIP, limits.MAX_CLIP

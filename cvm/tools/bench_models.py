@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SYNTHETIC = {"lenet_int8": "mnist_cnn", "resnet_int8": "resnet_cifar"}  # hand-built -> onnx of that architecture
+DEFAULT_MODELS = ("resnet_cifar", "mnist_cnn")  # what `cvm bench` times when no MODEL is named
 
 
 

@@ -5,7 +5,7 @@ linear in the file's size with a small constant (docs/spec.md 5.5). Each case be
 to make one part of decoding or verification as slow as its bytes allow; the table reports the
 file size, the load time (median of a few loads), seconds per MB, and whether it was accepted.
 
-    cvm bench-verify            # or: python -m cvm.bench_verify [--repeat 3] [--only NAME ...]
+    cvm bench-verify            # or: python -m cvm.tools.bench_verify [--repeat 3] [--only NAME ...]
 """
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from typing import Callable
 
 import numpy as np
 
-from . import limits
-from .errors import CVMError
-from .format import encode_file, encode_graph
-from .ir import Graph, Input, Node
-from .report import table
+from .. import limits
+from ..errors import CVMError
+from ..format import encode_file, encode_graph
+from ..ir import Graph, Input, Node
+from ..report import table
 
 V1 = limits.LIMITS[1]  # the worst files of opset 1 (graphs within its limits are written in it)
 
@@ -102,7 +102,7 @@ CASES: dict[str, Callable[[], bytes]] = {f.__name__: f for f in (
 
 
 def measure(name: str, repeat: int = 3) -> dict:
-    from . import loads
+    from .. import loads
     data = CASES[name]()
     times, outcome = [], ""
     for _ in range(repeat):

@@ -3,10 +3,10 @@ times of the numba backend, and the int8 GEMM throughput of the dense kernel aga
 measured peak. docs/performance.md records the results and the machine.
 
     cvm bench [MODEL ...] [--batches 1 64] [--threads N ...] [--json out.json]
-    python -m cvm.bench resnet_cifar mnist_cnn
+    python -m cvm.tools.bench resnet_cifar mnist_cnn
     cvm bench .cache/models/resnet50_224.cvm --data .cache/models/calib_224_64.npz --batches 1 8 --threads 1 2
 
-A MODEL (cvm/bench_models.py) is a fixture name (fixtures/models/NAME.cvm, compared with onnxruntime on NAME.onnx, the int8
+A MODEL (cvm/tools/bench_models.py) is a fixture name (fixtures/models/NAME.cvm, compared with onnxruntime on NAME.onnx, the int8
 model calibrated on fixtures/data/NAME_calib.npz), a path to a .cvm file, or one of the hand-built
 integer models `lenet_int8` / `resnet_int8` (random int8 weights, same architectures as the
 mnist_cnn / resnet_cifar fixtures, whose .onnx files onnxruntime then runs when present).
@@ -28,23 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench_models import FIXTURES, SYNTHETIC, BenchModel, lenet_int8, load_bench_model, resnet_int8  # noqa: F401
+from . import bench_adversarial
+from .bench_models import (DEFAULT_MODELS, FIXTURES, SYNTHETIC, BenchModel, lenet_int8,  # noqa: F401
+                           load_bench_model, resnet_int8)
+from .timing import machine, time_calls
 
 BACKENDS = ("numba", "reference", "ort-f32", "ort-int8")
-
-
-# ------------------------------------------------------------------ timing
-
-def time_calls(fn, min_seconds: float = 1.0, min_reps: int = 5, max_reps: int = 2000) -> list[float]:
-    """Per-call seconds: two warm-up calls, then calls until both min_seconds and min_reps are met."""
-    fn()
-    fn()
-    times, start = [], time.perf_counter()
-    while len(times) < max_reps and (len(times) < min_reps or time.perf_counter() - start < min_seconds):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return times
 
 
 def _ort_session(path, threads: int):
@@ -114,8 +103,8 @@ def interleaved(fns: dict, min_seconds: float, min_rounds: int = 5, max_rounds: 
 
 
 def bench_latency(bm: BenchModel, batches, threads: int, backends, min_seconds: float, work: Path) -> list[dict]:
-    from .interp import numba as nb
-    from .interp import reference
+    from ..interp import numba as nb
+    from ..interp import reference
     rows = []
     model, name = bm.model, bm.model.inputs[0].name
     runner = nb.prepare(model.graph, model.analysis, threads=threads)
@@ -149,7 +138,7 @@ _STARTUP = """
 import time
 t0 = time.perf_counter()
 import sys, json, numpy as np, cvm
-from cvm.bench_models import load_bench_model
+from cvm.tools.bench_models import load_bench_model
 bm = load_bench_model(sys.argv[1])
 t1 = time.perf_counter()
 bm.model.run(bm.int_inputs[:1], backend="numba")
@@ -221,7 +210,7 @@ def bench_gemm(threads: int, m: int = 1024, k: int = 1024, n: int = 1024, min_se
     wall-clock time, and from CPU time (ops / (CPU seconds / threads): what the threads do on cores
     of their own, the honest figure when other processes share the machine)."""
     import cvm
-    from .interp import numba as nb
+    from ..interp import numba as nb
     rng, b = np.random.default_rng(3), cvm.GraphBuilder()
     x = b.input("x", (k,), 8)
     y = b.op("dense", x, b.const(rng.integers(-127, 128, (n, k))), b.const(rng.integers(-999, 999, n)))
@@ -235,7 +224,7 @@ def bench_gemm(threads: int, m: int = 1024, k: int = 1024, n: int = 1024, min_se
         rows.append({"kind": "gemm", "isa": isa, "threads": threads, "m": m, "k": k, "n": n,
                      "gops": ops / t / 1e9, "gops_cpu": ops * threads / c / 1e9, "ms": t * 1e3})
     if "vnni" in nb.available_isas():
-        from .interp.numba_kernels.peak import vnni_peak_gops
+        from ..interp.numba_kernels.peak import vnni_peak_gops
         peak, peak_cpu = vnni_peak_gops(threads), vnni_peak_gops(1, clock=time.process_time) * threads
         for r in rows:
             r.update(peak_gops=peak, fraction_of_peak=r["gops"] / peak, peak_gops_cpu=peak_cpu,
@@ -249,7 +238,7 @@ def run_bench(models, batches=(1, 64), threads=None, backends=BACKENDS, startup:
               gemm: bool = True, min_seconds: float = 1.0, log=print, data=None, onnx=None) -> list[dict]:
     """threads: one count or several (each model is timed with each; default: all CPUs); data, onnx:
     an npz of float inputs (and calibration) and the ONNX source, for .cvm paths (bench_models)."""
-    from .interp.numba_kernels.threads import default_threads
+    from ..interp.numba_kernels.threads import default_threads
     counts = [threads] if isinstance(threads, int) else list(threads or [default_threads()])
     threads = counts[-1]
     rows = []
@@ -270,23 +259,6 @@ def run_bench(models, batches=(1, 64), threads=None, backends=BACKENDS, startup:
             log("[bench] int8 GEMM")
             rows += bench_gemm(threads, min_seconds=min_seconds)
     return rows
-
-
-def machine() -> dict:
-    import platform
-    flags = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                  if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    keep = sorted(f for f in flags if f in ("avx2", "fma", "avx_vnni") or f.startswith(("avx512", "amx")))
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"cpu": model, "cpus": os.cpu_count(), "flags": keep, "python": platform.python_version(), "loadavg": load}
 
 
 def print_table(rows: list[dict], out=sys.stdout) -> None:
@@ -328,7 +300,7 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
 # ------------------------------------------------------------------ CLI
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("models", nargs="*", default=["resnet_cifar", "mnist_cnn"],
+    p.add_argument("models", nargs="*", default=list(DEFAULT_MODELS),
                    help="fixture names, .cvm paths, or lenet_int8 / resnet_int8 (default: resnet_cifar mnist_cnn)")
     p.add_argument("--batches", type=int, nargs="+", default=None, help="default: 1 64 (--adversarial: 1)")
     p.add_argument("--threads", type=int, nargs="+", default=None,
@@ -343,12 +315,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, help="also write the rows and the machine to this file")
     p.add_argument("--adversarial", action="store_true",
                    help="instead: gas per second of models cheap in gas but expensive to run, numba and reference, "
-                        "against the fixture models (cvm.bench_adversarial; MODEL names catalogue entries)")
+                        "against the fixture models (cvm.tools.bench_adversarial; MODEL names catalogue entries)")
 
 
 def run(args) -> int:
     if args.adversarial:
-        from . import bench_adversarial
         return bench_adversarial.run_from_bench(args)
     before = machine()["loadavg"]
     rows = run_bench(args.models, tuple(args.batches or (1, 64)), args.threads, tuple(args.backends),

@@ -8,9 +8,9 @@ optionally 64), and compares each one's gas per second with the median of the fi
 same backend. docs/performance.md, "Adversarial models: gas per second", records a run.
 
     cvm bench --adversarial [--seconds 0.2] [--batches 1 64] [--only NAME ...] [--json out.json]
-    python -m cvm.bench_adversarial
+    python -m cvm.tools.bench_adversarial
 
-The catalogue is cvm/adversarial.py. API: CATALOGUE (name -> Case), build(name) -> (model, x),
+The catalogue is cvm/tools/adversarial.py. API: CATALOGUE (name -> Case), build(name) -> (model, x),
 run_adversarial(...) -> rows, print_table(rows).
 """
 from __future__ import annotations
@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from .adversarial import CATALOGUE, Case, build  # noqa: F401 - the catalogue, re-exported for the bench's users
-from .errors import CVMError
+from .bench_models import DEFAULT_MODELS, load_bench_model
+from .timing import machine, time_calls
+from ..errors import CVMError
 
 FIXTURE_MODELS = ("cancer_linear", "digits_mlp", "digits_mlp_fhe", "mnist_cnn", "resnet_cifar")
 BACKENDS = ("numba", "reference")
@@ -33,8 +35,7 @@ FLOOR = 0.1  # a case passes when its gas/s is at least this fraction of the bac
 
 
 def fixture_input(name: str, opset: int | None = None):
-    from .bench import load_bench_model
-    from .repricing import repriced
+    from ..repricing import repriced
     bm = load_bench_model(name)
     return (bm.model if opset is None else repriced(bm.model, opset)), bm.int_inputs[:1]
 
@@ -42,7 +43,6 @@ def fixture_input(name: str, opset: int | None = None):
 # ------------------------------------------------------------------ timing and table
 
 def measure(model, x, backend: str, batch: int, seconds: float) -> dict:
-    from .bench import time_calls
     xb = np.resize(x, (batch,) + x.shape[1:])
     t = time_calls(lambda: model.run(xb, backend=backend), seconds, min_reps=3, max_reps=100_000)
     s, cold = float(np.median(t)), cold_seconds(model, xb, backend)
@@ -55,7 +55,7 @@ def cold_seconds(model, xb, backend: str, reps: int = 3) -> float:
     """A call of a model that is not in the store: decode and verify its bytes (Model.from_bytes), prepare
     the backend and run once; median of `reps` in this warm process (kernels compiled and imports done
     once per process, as on a node that has served other models)."""
-    from .model import Model
+    from ..model import Model
     data, times = model.to_bytes(), []
     for _ in range(reps):
         t = time.perf_counter()
@@ -171,7 +171,6 @@ def print_table(rows: list[dict], out=None) -> None:
 
 def run_cli(names=None, backends=BACKENDS, batches=(1,), seconds: float = 0.2, fixtures=FIXTURE_MODELS,
             json_path=None, out=None, opset: int | None = None) -> list[dict]:
-    from .bench import machine
     out = out or sys.stdout
     before = machine()["loadavg"]
     rows = run_adversarial(names, backends, batches, seconds, fixtures, log=lambda s: print(s, file=sys.stderr),
@@ -192,10 +191,7 @@ def run_cli(names=None, backends=BACKENDS, batches=(1,), seconds: float = 0.2, f
 def run_from_bench(args) -> int:
     """`cvm bench --adversarial`: MODEL arguments that name catalogue entries select them (the
     default fixture list runs the whole catalogue); --batches, --backends, --seconds, --json apply."""
-    from .bench import add_arguments as bench_arguments
-    defaults = argparse.ArgumentParser()
-    bench_arguments(defaults)
-    models = args.models if args.models != defaults.get_default("models") else []
+    models = args.models if args.models != list(DEFAULT_MODELS) else []
     unknown = [m for m in models if m not in CATALOGUE]
     if unknown:
         print(f"cvm bench --adversarial: unknown catalogue model(s) {', '.join(unknown)}; "
@@ -210,7 +206,7 @@ def run_from_bench(args) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cvm.bench_adversarial", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m cvm.tools.bench_adversarial", description=__doc__.split("\n\n")[0])
     p.add_argument("models", nargs="*", metavar="MODEL",
                    help="catalogue models to run (default: all; --list names them)")
     p.add_argument("--batches", type=int, nargs="+", default=[1])

@@ -1,7 +1,7 @@
 """Adversarial models of the second round (issue 28): memory-bound data movement over tensors far larger
 than cache, a node listing the most inputs an opset admits, and a model that is mostly constants. Gas
 schedule v2 priced data movement on tensors that fit in cache and charged nothing for edges or loading;
-schedule v3 (cvm.gas_v3, opset 4) prices all three. Registered in cvm.adversarial.CATALOGUE.
+schedule v3 (cvm.gas_v3, opset 4) prices all three. Registered in cvm.tools.adversarial.CATALOGUE.
 """
 from __future__ import annotations
 
