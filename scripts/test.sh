@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything and runs the whole test suite:
-#   1. ruff and the size budget (scripts/check_budget.py), then the main suite in .venv (numpy 2):
+#   1. ruff, the size budget (scripts/check_budget.py) and the import contracts (lint-imports), then the
+#      main suite in .venv (numpy 2):
 #      unit, property-based, conformance, chain, anvil;
 #   2. the FHE tests, the hash-stability tests and the numba backend's equality tests in .venv-fhe
 #      (concrete-python, numpy 1.x);
@@ -11,6 +12,7 @@ status=0
 bash scripts/setup.sh || exit 1
 .venv/bin/ruff check . || status=1                      # the lint rules in pyproject.toml
 .venv/bin/python scripts/check_budget.py || status=1    # function and file size budget
+.venv/bin/lint-imports --no-cache || status=1           # no import loops; the layers (pyproject.toml)
 .venv/bin/python -m pytest -n 2 -q --ignore=tests/fhe "$@" || status=1
 if [ -f scripts/setup_fhe.sh ]; then
   bash scripts/setup_fhe.sh || exit 1
