@@ -104,8 +104,12 @@ def pad_shape(args, a):
 
 
 def pad_ref(x, *, pads, value):
+    """x written into an array filled with value (np.pad took ~40 us a call, so a chain of tiny pads was the
+    reference's slowest node per gas)."""
     r = x.ndim - 1
-    return np.pad(x, [(0, 0)] + [(pads[i], pads[i + r]) for i in range(r)], constant_values=value)
+    out = np.full((x.shape[0],) + tuple(x.shape[i + 1] + pads[i] + pads[i + r] for i in range(r)), value, x.dtype)
+    out[(slice(None),) + tuple(slice(pads[i], pads[i] + x.shape[i + 1]) for i in range(r))] = x
+    return out
 
 
 PAD = OpDef("pad", 1, 1, {"pads": Attr("ints"), "value": Attr("int", 0)}, pad_shape,
