@@ -1,5 +1,6 @@
 """Adversarial models of the second round (issue 28): memory-bound data movement over tensors far larger
-than cache, a node listing the most inputs an opset admits, and a model that is mostly constants. Gas
+than cache, a node listing the most inputs an opset admits, a model that is mostly constants, and a chain
+of tiny pads (the reference's slowest node per gas). Gas
 schedule v2 priced data movement on tensors that fit in cache and charged nothing for edges or loading;
 schedule v3 (cvm.gas_v3, opset 4) prices all three. Registered in cvm.tools.adversarial.CATALOGUE.
 """
@@ -86,6 +87,15 @@ def constants_heavy():
     return b, b.op("gather", y, b.const(_rng(3).integers(-127, 128, (1024, 1 << 16)), dtype="int8"))
 
 
+def pad_chain():
+    """2,000 zero-width rank-6 pads of one element: the reference's per-node cost of a pad."""
+    b = _b()
+    y = b.input("x", (1, 1, 1, 1, 1, 1), 8)
+    for _ in range(2000):
+        y = b.op("pad", y, pads=[0] * 12, value=0)
+    return b, y
+
+
 CASES = [
     ("gather_chain_2_20", "16 chained gathers over a 2^20-row table, 2^16 indices (one miss a lookup)", gather_chain),
     ("gather_line_rows", "2^16 random 64-byte rows of a 64 MiB table", gather_line_rows),
@@ -96,4 +106,5 @@ CASES = [
     ("resize_up_64mib", "nearest 2x upsampling of 16 MiB into 64 MiB", resize_big),
     ("concat_widest", "16 concats of 1,024 listed inputs (opset 4's node_inputs limit)", concat_widest),
     ("constants_64mib", "64 MiB of constants read by one gather of one row", constants_heavy),
+    ("pad_chain", "2000 zero-width rank-6 pads of one element", pad_chain),
 ]
