@@ -190,9 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dump", metavar="DIR", help="write what each stage produced to DIR/NN_stage.txt (`mrt stages`); "
                    "default: nothing")
     s.add_argument("--opset", type=int, choices=[3, 4], default=None,
-                   help="write the model in opset 3 (opset 2's ops priced by gas schedule v2, time-based) or 4 "
-                        "(schedule v3: v2 plus memory-bound data movement, edges and loading; at most 1,024 inputs "
-                        "a node), docs/spec.md sections 16-17; default: the lowest opset of its ops, schedule v1")
+                   help="write the model in opset 3 (gas schedule v2, by time) or 4 (v3: v2 plus memory-bound work, "
+                        "edges, loading; spec sections 16-17); default: the lowest opset of its ops (schedule v1)")
     s.set_defaults(func=cmd_convert)
     s = sub.add_parser("stages", help="list the conversion's stages in order", formatter_class=HelpFormatter)
     s.set_defaults(func=cmd_stages)
