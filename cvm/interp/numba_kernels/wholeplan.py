@@ -63,6 +63,7 @@ def bind(calls: list, inputs: list, outputs: list, steps: list | None = None) ->
         if not _collect(args, arrays):
             return None
     arrays += [a for _, a in inputs] + [a for _, a in outputs]
+    arrays = list({id(a): a for a in arrays}.values())  # each array once: a concat's call lists an input per listing
     arena, where, held = _arena(arrays)
     view = functools.partial(_remap, arena, where)
     ops, prog, runs = {}, [], []  # runs: ("k", lo, hi) program ranges | ("py", fn, args)
@@ -127,12 +128,17 @@ def _arena(arrays: list) -> tuple[np.ndarray, callable, int]:
     arena = raw[start:start + max(size, 1)]
     starts = [b[0] for b in blocks]
 
+    found: dict[int, int] = {}  # id(array) -> its offset (the arrays live as long as the calls that hold them)
+
     def where(a: np.ndarray) -> int:
-        lo = byte_bounds(a)[0]
+        if (off := found.get(id(a))) is not None:
+            return off
         if not a.nbytes:
             return 0
+        lo = byte_bounds(a)[0]
         b = blocks[bisect.bisect_right(starts, lo) - 1]  # O(log n) on the list (np.searchsorted copies it: O(n))
-        return b[2] + a.__array_interface__["data"][0] - b[0]
+        found[id(a)] = off = b[2] + a.__array_interface__["data"][0] - b[0]
+        return off
     for a in arrays:
         if a.nbytes:
             np.copyto(_view_at(arena, a, where(a)), a)
