@@ -32,15 +32,15 @@ from typing import Mapping
 from . import gas_v2
 from .gas import Schedule
 
-EDGE = 21  # per input a node lists: decoding, verifying and planning one listed input (0.35 us, reference machine)
+EDGE = 99  # per input a node lists: decoding, verifying and planning one distinct listing (1.65 us, reference machine)
 LOAD_NUM, LOAD_DEN = 1, 5  # per constant byte, once per call: decoding, keccak, verifying, planning (~2.8 ns a byte)
 LARGE_ELEMENTS = 1 << 16  # a data-movement node's largest operand per sample above this is priced LARGE
 
 # gas per gas_v2.FACTOR_SCALE v1 units of a large data-movement node: the worst any probe of 64 MiB
 # tensors with the row's worst access pattern needed (scripts/perf/gas_memory.py)
 LARGE: Mapping[str, int] = MappingProxyType({
-    "gather": 1260, "transpose": 4830, "slice": 6240, "concat": 310, "pad": 110, "resize2d": 224,
-    "reshape": 60, "flatten": 62,
+    "gather": 1280, "transpose": 4830, "slice": 6240, "concat": 310, "pad": 110, "resize2d": 224,
+    "reshape": 64, "flatten": 62,
 })
 
 SCHEDULE_V3 = Schedule("v3", gas_v2.NODE, gas_v2.CALL, gas_v2.IO_NUM, gas_v2.IO_DEN, edge=EDGE,
