@@ -76,3 +76,16 @@ def test_reference_constants_are_widened_once_and_shared_read_only():
     a = reference.run(model.graph, model.analysis, {"x": x}, consts=consts)
     b = reference.run(model.graph, model.analysis, {"x": x})
     assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_bench_in_opset_4_refuses_what_opset_4_refuses_and_times_cold_calls():
+    """--opset 4: the catalogue moved to gas schedule v3; a case over the node_inputs limit is a refused row
+    (naming the rule), every other row has its cold-call time and ratio to the fixtures' cold median."""
+    out = io.StringIO()
+    rows = ba.run_cli(["concat_one_input", "relu_chain"], ("numba",), (1,), 0.0, ("cancer_linear",), out=out, opset=4)
+    refused = [r for r in rows if r["kind"] == "refused"]
+    assert [r["model"] for r in refused] == ["concat_one_input"] and "limits.node_inputs" in refused[0]["error"]
+    adv = [r for r in rows if r["kind"] == "adversarial"]
+    assert [r["model"] for r in adv] == ["relu_chain"] and adv[0]["cold_seconds"] > 0 and adv[0]["cold_ratio"] > 0
+    text = out.getvalue()
+    assert "opset 4" in text and "concat_one_input       refused:" in text and "floor (cold call) numba batch 1" in text
