@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import cvm
 from cvm.interp import numba as nb
 from cvm.interp.numba_kernels import buffers
+from cvm.interp.numba_kernels.tuning import DEFAULT_TUNING
 
 
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), max_size=25))
@@ -31,7 +32,7 @@ def _many_alive(n: int):
 def test_thousands_of_live_values_are_laid_out_end_to_end_and_run_exactly():
     model = _many_alive(4096)
     pairs = buffers.meeting_pairs([(i, 4096 + i // 1024, 1) for i in range(4096)])
-    assert pairs > buffers.MAX_MEETING_PAIRS  # the case the fallback is for
+    assert pairs > DEFAULT_TUNING.max_meeting_pairs  # the case the fallback is for
     x = np.array([[-3, 7]], np.int8)
     got = nb.prepare(model.graph, model.analysis)({"x": x})
     want = model.run(x, backend="reference")
@@ -46,7 +47,7 @@ def test_few_live_values_are_still_packed():
         y = b.op("relu", b.op("add", y, b.const(np.ones(1, np.int8))))
     model = b.build(y)
     spans = [(i, i + 1, 4096) for i in range(128)]
-    assert buffers.meeting_pairs(spans) < buffers.MAX_MEETING_PAIRS
+    assert buffers.meeting_pairs(spans) < DEFAULT_TUNING.max_meeting_pairs
     offsets, size = buffers.place(spans)
     assert size < 128 * 4096 // 8
     x = np.zeros((1, 4096), np.int8)

@@ -8,7 +8,9 @@ A call takes a buffer set of its batch size for itself and gives it back when do
 plan is shared) may be called from several threads at once. With several threads, a large enough
 batch is cut into parts that the threads run whole, each through every op (no synchronisation per
 op; samples are independent in CVM); smaller batches split each large op's output rows instead. Idle sets are kept for reuse in one cache
-for the whole process (every runner, every thread), bounded in bytes (MAX_BOUND_BYTES).
+for the whole process (every runner, every thread), bounded in bytes (Tuning.max_bound_bytes).
+Every measured choice (kernel variants, thresholds, budgets) comes from one frozen Tuning record that
+prepare() passes down (numba_kernels/tuning.py).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from .numba_kernels import buffers, lower_mac, lower_ops, lower_text, lower_visi
 from .numba_kernels import threads as threads_
 from .numba_kernels.layout import canonical
 from .numba_kernels.simd import host_has_vnni  # (and here: cvm.interp.numba.host_has_vnni)
+from .numba_kernels.tuning import DEFAULT_TUNING, Tuning
 
 LOWERINGS_V1 = {
     "conv2d": lower_mac.lower_conv, "dense": lower_mac.lower_dense, "matmul": lower_ops.lower_matmul,
@@ -43,20 +46,8 @@ LOWERINGS_V2 = derive(LOWERINGS_V1, {"resize2d": lower_vision.lower_resize,  # o
 LOWERINGS = by_opset({1: LOWERINGS_V1, 2: LOWERINGS_V2})  # (opset, op) -> lowering(planner, index, node, attrs)
 REFUSED: dict[tuple[int, str], str] = {}  # (opset, op) -> why this backend does not run it
 ISAS = ("auto", "vnni", "portable")
-MAX_BOUND_BYTES = 1 << 30  # idle buffer sets kept for reuse, in bytes, all runners and threads together
-MAX_BOUND_SETS = 64  # and in number (a set also holds a few Python objects per step)
-HOT_MAX_BYTES = 64 << 20  # a runner keeps its last set up to this size in its own slot, taken without
-# the cache's lock (0.8 us a call saved, 2% of the LSTM fixture's batch-8 call); counted in the budget
 SPLITS = ("auto", "always", "batch", "ops")
-BATCH_PART_MIN = 8  # samples per part before a batch is cut into more parts than threads
-MAX_PARTS_PER_THREAD = 2  # parts taken in turn: a thread the OS does not schedule delays one part (4 measured
-# 1.79-1.84x on two quiet cores for resnet_cifar at batch 64, 2: 1.84-1.86x, 1: 1.79-1.83x; ResNet-18 1.96-1.97x)
 WHOLEPLANS = ("auto", "always", "never")
-WHOLEPLAN_MAX_BYTES = 512 << 20  # a bound set (activations, scratch) runs as one program up to this size:
-# measured faster on every model tried (one thread, same process, interleaved: recurrent fixtures
-# 0.2-0.5x, ImageNet models 0.88-0.99x, up to DenseNet-121 at batch 8, 487 MiB); the bound caps the
-# one-time copy into its arena, which also holds a copy of the constants (counted against
-# MAX_BOUND_BYTES with the rest of the set)
 
 
 def available_isas() -> list[str]:
@@ -65,13 +56,13 @@ def available_isas() -> list[str]:
 
 
 class _Bound:
-    """One batch size's buffers and the prebuilt kernel calls."""
+    """One batch size's buffers and the prebuilt kernel calls (the planner's Tuning: p.tuning)."""
 
     def __init__(self, p: plan.Planner, outputs: dict[str, str], batch: int, whole: str = "auto"):
         env = {name: np.empty((batch,) + p.values[name].stored, p.values[name].dtype) for name in
                (i.name for i in p.graph.inputs)}
         self.inputs = [(name, env[name]) for name in env]
-        pooled, pool_bytes = buffers.pack(p.steps, env, outputs.values(), batch)  # (liveness)
+        pooled, pool_bytes = buffers.pack(p.steps, env, outputs.values(), batch, p.tuning)  # (liveness)
         self.nbytes = sum(a.nbytes for a in env.values()) + pool_bytes
         calls, spans, viewed = [], [], set()  # spans: (value, its step's calls); viewed: values views read
         for step in p.steps:
@@ -88,8 +79,8 @@ class _Bound:
             env[step.output] = out
         self.outputs = [(name, canonical(env[stored], p.values[stored])) for name, stored in outputs.items()]
         self.segments = None  # compiled calls a run makes when the whole-plan runner took this set
-        if use_wholeplan(whole, calls, self.nbytes) and (w := wholeplan.bind(
-                calls, self.inputs, self.outputs, _solo(p.steps, spans, viewed | set(outputs.values())))):
+        if use_wholeplan(whole, calls, self.nbytes, p.tuning) and (w := wholeplan.bind(
+                calls, self.inputs, self.outputs, _solo(p.steps, spans, viewed | set(outputs.values())), p.tuning)):
             calls, self.inputs, self.outputs, self.nbytes, self.segments = w.calls, w.inputs, w.outputs, w.nbytes, w.segments
             self.steps = w.funcs  # (the compiled steps its program calls by address: kept alive with it)
         self.calls = [_direct(fn, args) for fn, args in calls]
@@ -101,13 +92,13 @@ def _solo(steps, spans, shared: set) -> list:
     return [(i, readers[name] == 1 and name not in shared) for i, (name, ks) in enumerate(spans) for _ in ks]
 
 
-def use_wholeplan(whole: str, calls: list, nbytes: int) -> bool:
+def use_wholeplan(whole: str, calls: list, nbytes: int, tuning: Tuning) -> bool:
     """Whether a bound set runs as one compiled program (numba_kernels.wholeplan): "always",
-    "never", or "auto": up to WHOLEPLAN_MAX_BYTES (the program saves the per-call cost of every
+    "never", or "auto": up to tuning.wholeplan_max_bytes (the program saves the per-call cost of every
     kernel and measured faster on every fixture and ImageNet model)."""
     if whole != "auto":
         return whole == "always"
-    return bool(calls) and nbytes <= WHOLEPLAN_MAX_BYTES
+    return bool(calls) and nbytes <= tuning.wholeplan_max_bytes
 
 
 def _direct(fn, args):
@@ -121,8 +112,9 @@ def _direct(fn, args):
 
 class _IdleSets:
     """The buffer sets no call is using, kept for the next call of the same runner and batch size:
-    one cache for the process, least recently returned dropped first, within MAX_BOUND_BYTES and
-    MAX_BOUND_SETS. A set larger than the whole budget serves its call and is not kept. Sets in use
+    one cache for the process, least recently returned dropped first, within the budget (Tuning's
+    max_bound_bytes and max_bound_sets) of the runner that returns or reserves a set. A set larger than
+    the whole budget serves its call and is not kept. Sets in use
     are not here: each belongs to one running call (so two threads never share buffers), and is
     bounded by the run's activations (MAX_RUN_BYTES) plus the scratch that the planner admits."""
 
@@ -144,8 +136,8 @@ class _IdleSets:
             self.nbytes -= b.nbytes
             return b
 
-    def give(self, key: tuple[int, int], b: _Bound) -> None:
-        if b.nbytes > MAX_BOUND_BYTES:
+    def give(self, key: tuple[int, int], b: _Bound, t: Tuning) -> None:
+        if b.nbytes > t.max_bound_bytes:
             return
         with self._lock:
             serial = next(self._serial)
@@ -154,28 +146,28 @@ class _IdleSets:
             self.nbytes += b.nbytes
             if self._dead:
                 self._purge()
-            self._evict(0)
+            self._evict(0, t)
 
-    def _evict(self, room: int) -> None:
-        """Drops the least recently returned sets until `room` more bytes fit, then, if that is not enough
-        (the budget was lowered), revokes hot sets: their slots are emptied, so the memory goes with the
-        runner's next call, and a set a call holds then goes back through give()."""
-        while self._sets and (self.nbytes + room > MAX_BOUND_BYTES or len(self._sets) > MAX_BOUND_SETS):
+    def _evict(self, room: int, t: Tuning) -> None:
+        """Drops the least recently returned sets until `room` more bytes fit in t's budget, then, if that is
+        not enough (a runner of a smaller budget than others'), revokes hot sets: their slots are emptied, so
+        the memory goes with the runner's next call, and a set a call holds then goes back through give()."""
+        while self._sets and (self.nbytes + room > t.max_bound_bytes or len(self._sets) > t.max_bound_sets):
             self._forget(*self._sets.popitem(last=False))
-        while self._hot and self.nbytes + room > MAX_BOUND_BYTES:
+        while self._hot and self.nbytes + room > t.max_bound_bytes:
             _, (n, slot, _) = self._hot.popitem()
             self.nbytes -= n
             slot.clear()
 
-    def reserve(self, runner: int, b: _Bound, slot: list) -> bool:
+    def reserve(self, runner: int, b: _Bound, slot: list, t: Tuning) -> bool:
         """Counts b in the budget as `runner`'s hot set, which the runner then takes and returns
-        without this lock; False when it already has one, b is over HOT_MAX_BYTES or cannot fit."""
+        without this lock; False when it already has one, b is over t.hot_max_bytes or cannot fit."""
         with self._lock:
             if self._dead:  # a collected runner's hot set goes before a new one is counted (no give() may come)
                 self._purge()
-            if runner in self._hot or b.nbytes > HOT_MAX_BYTES or b.nbytes > MAX_BOUND_BYTES:
+            if runner in self._hot or b.nbytes > t.hot_max_bytes or b.nbytes > t.max_bound_bytes:
                 return False
-            self._evict(b.nbytes)
+            self._evict(b.nbytes, t)
             self._hot[runner] = (b.nbytes, slot, id(b))
             self.nbytes += b.nbytes
             return True
@@ -223,7 +215,7 @@ _RUNNER_IDS = itertools.count()
 
 class Runner:
     def __init__(self, graph: Graph, analysis: Analysis, isa: str = "auto", threads: int | None = None,
-                 split: str = "auto", wholeplan: str = "auto"):
+                 split: str = "auto", wholeplan: str = "auto", tuning: Tuning = DEFAULT_TUNING):
         if isa not in ISAS:
             raise ValueError(f"unknown isa {isa!r}; choose from {ISAS}")
         if isa == "auto":
@@ -237,8 +229,11 @@ class Runner:
         if wholeplan not in WHOLEPLANS:
             raise ValueError(f"wholeplan must be one of {WHOLEPLANS}, got {wholeplan!r}")
         self.wholeplan = wholeplan
-        self.pool = threads_.Pool(threads or threads_.default_threads(), eager=split == "always")
-        self.plan, self.outputs = plan.build(graph, analysis, isa, self.pool, LOWERINGS, REFUSED)
+        if not isinstance(tuning, Tuning):
+            raise TypeError(f"tuning must be a numba_kernels.tuning.Tuning, got {type(tuning).__name__}")
+        self.tuning = tuning
+        self.pool = threads_.Pool(threads or threads_.default_threads(), split == "always", tuning.chunks_per_thread)
+        self.plan, self.outputs = plan.build(graph, analysis, isa, self.pool, LOWERINGS, REFUSED, tuning)
         self._id = next(_RUNNER_IDS)
         self._hot: list[tuple[int, _Bound]] = []  # (batch, set): the reserved set while no call holds it
         weakref.finalize(self, IDLE_SETS.drop, self._id)
@@ -256,7 +251,7 @@ class Runner:
             return min(batch, t + 1)  # (tests: more parts than threads, of unequal sizes)
         if batch < 2 * t:
             return 1
-        return t * max(1, min(MAX_PARTS_PER_THREAD, batch // (BATCH_PART_MIN * t)))
+        return t * max(1, min(self.tuning.max_parts_per_thread, batch // (self.tuning.batch_part_min * t)))
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         batch = next(iter(inputs.values())).shape[0]
@@ -293,21 +288,21 @@ class Runner:
                 if hot_batch == batch:
                     return b
                 IDLE_SETS.unreserve(self._id)  # (another batch size now: the set goes back to the cache)
-                IDLE_SETS.give((self._id, hot_batch), b)
+                IDLE_SETS.give((self._id, hot_batch), b, self.tuning)
         return IDLE_SETS.take((self._id, batch)) or _Bound(self.plan, self.outputs, batch, self.wholeplan)
 
     def _give(self, batch: int, b: _Bound) -> None:
         """Back to the hot slot while it is still reserved and the cache within its budget (no lock);
         else through the cache, whose give() evicts (and revokes hot sets) down to the budget."""
         if IDLE_SETS.is_hot(self._id, b):
-            if IDLE_SETS.nbytes <= MAX_BOUND_BYTES:
+            if IDLE_SETS.nbytes <= self.tuning.max_bound_bytes:
                 self._hot.append((batch, b))
                 return
-            IDLE_SETS.unreserve(self._id)  # (the budget was lowered)
-        elif IDLE_SETS.reserve(self._id, b, self._hot):
+            IDLE_SETS.unreserve(self._id)  # (runners of larger budgets filled the cache past ours)
+        elif IDLE_SETS.reserve(self._id, b, self._hot, self.tuning):
             self._hot.append((batch, b))
             return
-        IDLE_SETS.give((self._id, batch), b)
+        IDLE_SETS.give((self._id, batch), b, self.tuning)
 
     def wholeplan_segments(self, batch: int) -> int | None:
         """Compiled calls a run of this batch size makes as a whole-plan program (1: every kernel in
@@ -322,12 +317,14 @@ class Runner:
 
 
 def prepare(graph: Graph, analysis: Analysis, isa: str = "auto", threads: int | None = None,
-            split: str = "auto", wholeplan: str = "auto") -> Runner:
+            split: str = "auto", wholeplan: str = "auto", tuning: Tuning = DEFAULT_TUNING) -> Runner:
     """Backend protocol: plan once (kernels compile on first use, or load from numba's cache).
     threads: how many threads share a call (default: the CPUs this process may run on);
     split: "auto" cuts batches of at least 2 * threads samples into parts run whole by the threads,
     and splits the large ops of smaller batches; "ops" never cuts the batch; "always" splits every
     op with enough rows, however small, and "batch" cuts every batch of 2 or more (both for tests);
     wholeplan: "auto" runs a bound set of small calls as one compiled program (use_wholeplan),
-    "always" every set it can, "never" none (both for tests and measurements)."""
-    return Runner(graph, analysis, isa, threads, split, wholeplan)
+    "always" every set it can, "never" none (both for tests and measurements);
+    tuning: every measured choice among kernels, thresholds and budgets (numba_kernels.tuning.Tuning;
+    any value gives the reference's outputs bit for bit)."""
+    return Runner(graph, analysis, isa, threads, split, wholeplan, tuning)

@@ -49,9 +49,9 @@ def main() -> None:
     orig, seen = wholeplan_ops.translate, collections.Counter()
 
     def emptying(target):
-        def translate(fn, args):
+        def translate(fn, args, *tuning):
             out = []
-            for f, fa in orig(fn, args):
+            for f, fa in orig(fn, args, *tuning):
                 name = getattr(f, "__name__", str(f))
                 seen[name] += 1
                 if name != target:

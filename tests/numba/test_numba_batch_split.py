@@ -29,14 +29,14 @@ def test_batch_parts_match_reference(case, threads, data):
 
 
 def test_auto_split_parts_and_large_ops_inside_parts():
-    """batch 64 on 2 threads: MAX_PARTS_PER_THREAD parts a thread; each part's convs are large enough that
+    """batch 64 on 2 threads: Tuning.max_parts_per_thread parts a thread; each part's convs are large enough that
     they would split their rows, and run on their own thread instead; outputs equal the one-thread run."""
     from cvm.tools.bench_models import resnet_int8
     model = resnet_int8()
     x = {"x": np.random.default_rng(0).integers(-127, 128, (64, 3, 32, 32)).astype(np.int8)}
     one = nb.prepare(model.graph, model.analysis, threads=1)
     two = nb.prepare(model.graph, model.analysis, threads=2)
-    assert two.batch_parts(64) == 2 * nb.MAX_PARTS_PER_THREAD and two.batch_parts(3) == 1 and one.batch_parts(64) == 1
+    assert two.batch_parts(64) == 2 * two.tuning.max_parts_per_thread and two.batch_parts(3) == 1 and one.batch_parts(64) == 1
     want = one(x)
     assert_same(two(x), want)
     assert_same(nb.prepare(model.graph, model.analysis, threads=2, split="ops")(x), want)

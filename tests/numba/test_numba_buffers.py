@@ -12,6 +12,7 @@ import cvm
 from cvm.interp import numba as nb
 from cvm.interp import reference
 from cvm.interp.numba_kernels import buffers
+from cvm.interp.numba_kernels.tuning import DEFAULT_TUNING
 from numba_helpers import SETTINGS, assert_same
 
 
@@ -36,7 +37,7 @@ def test_large_buffers_are_staggered_within_a_page(spans):
     of them exist, still never overlapping while alive together, each costing at most a page more."""
     bufs = [(first, first + length, nbytes) for first, length, nbytes in spans]
     offsets, size = buffers.place(bufs)
-    large = [i for i, (_, _, n) in enumerate(bufs) if n >= buffers.COLOR_MIN_BYTES]
+    large = [i for i, (_, _, n) in enumerate(bufs) if n >= DEFAULT_TUNING.color_min_bytes]
     assert len({offsets[i] % buffers.PAGE for i in large}) == len(large)
     for i, (f1, l1, n1) in enumerate(bufs):
         assert offsets[i] % buffers.ALIGN == 0 and offsets[i] + n1 <= size

@@ -45,7 +45,7 @@ def test_flat_mul_rows_equal_fused_mul_rows(case, one_multiplier):
 @SETTINGS
 @given(dense_case(), st.booleans())
 def test_flat_dense_equals_dense_rows_i32(case, wide):
-    """Any width (flat, multipliers tiled) and widths of 64 channels (row by row: rows_case.ROWWISE)."""
+    """Any width (flat, multipliers tiled) and widths of 64 channels (row by row: Tuning.rowwise)."""
     x, w, bias, m1, m2, ost, res, out = _channels_of(case, 64) if wide else case
     got = out.copy()
     call = rows_case.dense_rows((x, w, bias, m1, m2, ost, res, got, np.empty(out.shape, np.int32)))

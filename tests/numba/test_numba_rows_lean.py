@@ -16,7 +16,7 @@ from hypothesis import given
 
 from cvm.interp import numba as nb
 from cvm.interp import reference
-from cvm.interp.numba_kernels import dense16, fused, rows_lean
+from cvm.interp.numba_kernels import dense16, fused
 from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
 from cvm.interp.numba_kernels.rows_lean import (copy_rows_f, copy_rows_l, dense16_rows_l, dense_rows_l, mul_rows_f,
                                                 mul_rows_l)
@@ -90,11 +90,11 @@ def converted():
 
 @pytest.mark.parametrize("lean", [True, False])
 @pytest.mark.parametrize("name", ["rnn_sunspots_lstm", "rnn_digits_gru"])
-def test_recurrent_fixture_through_each_twin_matches_reference(name, lean, monkeypatch, converted):
+def test_recurrent_fixture_through_each_twin_matches_reference(name, lean, converted):
     """Both twins the whole-plan runner may pick for the fused row kernels (one pass, or the scratch
-    twins) and the originals (lean off) run the fixture, converted with today's defaults, at batch 1 and 3
-    as the reference does, on every ISA."""
-    monkeypatch.setattr(rows_lean, "LEAN", lean)
+    twins) and the originals (Tuning.lean off) run the fixture, converted with today's defaults, at batch
+    1 and 3 as the reference does, on every ISA."""
+    tuning = nb.Tuning(lean=lean)
     model = converted(name)
     spec = model.inputs[0]
     lim = (1 << (spec.bits - 1)) - 1
@@ -102,5 +102,5 @@ def test_recurrent_fixture_through_each_twin_matches_reference(name, lean, monke
         x = np.random.default_rng(batch).integers(-lim, lim + 1, (batch,) + tuple(spec.shape[1:])).astype(spec.dtype)
         want = reference.run(model.graph, model.analysis, {spec.name: x})
         for isa in ISAS:
-            runner = nb.prepare(model.graph, model.analysis, isa=isa, threads=1, wholeplan="always")
+            runner = nb.prepare(model.graph, model.analysis, isa=isa, threads=1, wholeplan="always", tuning=tuning)
             assert_same(runner({spec.name: x}), want, f"[{name}, {isa}, batch {batch}, lean={lean}] ")

@@ -336,42 +336,48 @@ def _relu_model(n: int = 1024) -> cvm.Model:
     return b.build(b.op("relu", b.op("relu", x)))
 
 
+def _budgeted(model: cvm.Model, threads: int | None = None, **tuning):
+    """model's numba runner with these Tuning fields, and a call of it on one input array -> its output."""
+    runner = numba_backend.prepare(model.graph, model.analysis, threads=threads, tuning=numba_backend.Tuning(**tuning))
+    name, out = model.inputs[0].name, model.outputs[0].name
+    return runner, lambda x: runner({name: x})[out]
+
+
 def test_buffer_cache_is_bounded_in_bytes(monkeypatch):
     model = _relu_model()
-    runner = model.runner("numba")
     monkeypatch.setattr(numba_backend.Runner, "batch_parts", lambda self, batch: 1)  # one set per call
-    monkeypatch.setattr(numba_backend, "WHOLEPLAN_MAX_BYTES", 0)  # per-step sets (a whole-plan set also
-    # holds its copy of the constants, not proportional to the batch: test_numba_wholeplan)
-    model.run(np.zeros((1, 1024), np.int8))
+    # wholeplan_max_bytes=0: per-step sets (a whole-plan set also holds its copy of the constants, not
+    # proportional to the batch: test_numba_wholeplan)
+    runner, run = _budgeted(model, wholeplan_max_bytes=0)
+    run(np.zeros((1, 1024), np.int8))
     per_sample = runner.cached_bytes()  # the input buffer and the outputs the plan keeps, int8
     assert per_sample >= 2 * 1024
     budget = 20 * per_sample
-    monkeypatch.setattr(numba_backend, "MAX_BOUND_BYTES", budget)
+    runner, run = _budgeted(model, wholeplan_max_bytes=0, max_bound_bytes=budget)
     for batch in (1, 2, 4, 8, 16, 2, 1):  # 16 drops 1, 2, 4 and 8 (least recently used first)
-        np.testing.assert_array_equal(model.run(np.full((batch, 1024), -3, np.int8)), 0)
+        np.testing.assert_array_equal(run(np.full((batch, 1024), -3, np.int8)), 0)
         assert numba_backend.IDLE_SETS.held_bytes() <= budget
     assert runner.cached_bytes() == (16 + 2 + 1) * per_sample  # least recently used dropped first
-    np.testing.assert_array_equal(model.run(np.ones((64, 1024), np.int8)), 1)  # over the whole budget:
+    np.testing.assert_array_equal(run(np.ones((64, 1024), np.int8)), 1)  # over the whole budget:
     assert runner.cached_bytes() == (16 + 2 + 1) * per_sample  # served its call, not kept
 
 
-def test_buffer_cache_budget_is_shared_by_threads_and_runners(monkeypatch):
-    """One budget for the process: runners and threads calling at once do not multiply it, and no
-    two running calls share buffers."""
+def test_buffer_cache_budget_is_shared_by_threads_and_runners():
+    """One cache for the process: runners and threads calling at once do not multiply its budget, and
+    no two running calls share buffers."""
     per_sample = 1024 * 3
     budget = 100 * per_sample
-    monkeypatch.setattr(numba_backend, "MAX_BOUND_BYTES", budget)
-    models = [_relu_model(), _relu_model()]
+    runners = [_budgeted(_relu_model(), max_bound_bytes=budget) for _ in range(2)]
     errors = []
 
     def work(t):
         try:
             rng = np.random.default_rng(t)
             for i in range(30):
-                model = models[(t + i) % 2]
+                run = runners[(t + i) % 2][1]
                 batch = int(rng.integers(1, 40))
                 x = rng.integers(-127, 128, (batch, 1024)).astype(np.int8)
-                np.testing.assert_array_equal(model.run(x), np.maximum(x, 0))
+                np.testing.assert_array_equal(run(x), np.maximum(x, 0))
                 assert numba_backend.IDLE_SETS.held_bytes() <= budget
         except BaseException as e:  # reported below
             errors.append(e)
@@ -381,7 +387,7 @@ def test_buffer_cache_budget_is_shared_by_threads_and_runners(monkeypatch):
     for t in ts:
         t.join()
     assert not errors, errors[0]
-    assert sum(m.runner("numba").cached_bytes() for m in models) <= budget
+    assert sum(r.cached_bytes() for r, _ in runners) <= budget
 
 
 def test_a_collected_runner_leaves_no_buffers():
@@ -397,20 +403,18 @@ def test_a_collected_runner_leaves_no_buffers():
     assert numba_backend.IDLE_SETS.held_bytes() <= before - held
 
 
-def test_a_lowered_budget_revokes_the_hot_sets_of_live_runners(monkeypatch):
-    """A runner's hot slot (its last set, taken without the cache's lock) counts in MAX_BOUND_BYTES and is
-    revocable: neither the runner's own next call nor another runner alive with its hot set keeps the cache
-    over a budget lowered later, and the runner still runs after its set was revoked."""
-    keep = _relu_model()
-    keep.run(np.zeros((64, 1024), np.int8))  # its hot set: 64 samples
-    hot = keep.runner("numba").cached_bytes()
+def test_a_smaller_budget_revokes_the_hot_sets_of_live_runners():
+    """A runner's hot slot (its last set, taken without the cache's lock) counts in the cache's bytes and
+    is revocable: a runner of a smaller budget (Tuning.max_bound_bytes) keeps the one cache within it at
+    its calls, another runner alive with its hot set included, and that runner still runs after its set
+    was revoked; a set over the smaller budget serves its call and is not kept."""
+    keep, keep_run = _budgeted(_relu_model(), threads=1)
+    keep_run(np.zeros((64, 1024), np.int8))  # its hot set: 64 samples (one thread: the batch in one part)
+    hot = keep.cached_bytes()
     budget = hot // 2  # the live runner's set alone is over it
-    monkeypatch.setattr(numba_backend, "MAX_BOUND_BYTES", budget)
-    np.testing.assert_array_equal(keep.run(np.ones((64, 1024), np.int8)), 1)  # its own hot set, same batch
-    assert numba_backend.IDLE_SETS.held_bytes() <= budget
-    model = _relu_model()
-    for batch in (1, 2, 4, 8, 2, 1):
-        np.testing.assert_array_equal(model.run(np.full((batch, 1024), -3, np.int8)), 0)
+    small, run = _budgeted(_relu_model(), max_bound_bytes=budget)
+    for batch in (1, 2, 4, 8, 2, 1, 64):
+        np.testing.assert_array_equal(run(np.full((batch, 1024), -3, np.int8)), 0)
         assert numba_backend.IDLE_SETS.held_bytes() <= budget
-    np.testing.assert_array_equal(keep.run(np.ones((64, 1024), np.int8)), 1)
-    assert numba_backend.IDLE_SETS.held_bytes() <= budget
+    assert keep.cached_bytes() == 0 and small.cached_bytes() <= budget
+    np.testing.assert_array_equal(keep_run(np.ones((64, 1024), np.int8)), 1)

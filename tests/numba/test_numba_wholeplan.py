@@ -195,9 +195,9 @@ def test_recurrent_fixtures_run_in_one_call_and_match_reference(name):
             assert_same(runner({spec.name: x}), want, f"[{name} {isa} batch {batch}] ")
 
 
-def test_whole_plan_sets_stay_within_the_buffer_cache_budget(monkeypatch):
+def test_whole_plan_sets_stay_within_the_buffer_cache_budget():
     """A whole-plan set counts its arena's bytes (buffers and its copy of the constants) against
-    MAX_BOUND_BYTES like any set; one larger than the budget serves its call and is not kept."""
+    Tuning.max_bound_bytes like any set; one larger than the budget serves its call and is not kept."""
     b = cvm.GraphBuilder()
     x = b.input("x", (256,), bits=8)
     model = b.build(b.op("dense", x, b.const(np.ones((64, 256), np.int64))))
@@ -205,7 +205,8 @@ def test_whole_plan_sets_stay_within_the_buffer_cache_budget(monkeypatch):
     runner({"x": np.zeros((1, 256), np.int8)})
     one = runner.cached_bytes()
     assert one >= 64 * 256 and runner.wholeplan_segments(1) == 1  # (the weights are in the arena)
-    monkeypatch.setattr(nb, "MAX_BOUND_BYTES", 3 * one)
+    runner = nb.prepare(model.graph, model.analysis, threads=1, wholeplan="always",
+                        tuning=nb.Tuning(max_bound_bytes=3 * one))
     for batch in (1, 2, 3, 4, 1, 200):
         out = runner({"x": np.full((batch, 256), 2, np.int8)})
         assert (out[model.outputs[0].name] == 512).all()

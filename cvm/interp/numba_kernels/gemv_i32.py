@@ -15,8 +15,6 @@ from numba import njit
 from .conv import BLOCK_ROWS, _dot_i32, conv_i32, out_rows
 from .kargs import GROUPS, KH, KW, OH, OW, PL, PT
 
-MAX_ROWS = 8  # as gemv_vnni
-
 
 @njit(cache=True, nogil=True)
 def dense_rows_i32(x, w, bias, mult, mult2, ost, res, out, s):
@@ -31,9 +29,9 @@ def dense_rows_i32(x, w, bias, mult, mult2, ost, res, out, s):
     out_rows(s, rows, out, 0, 0, mult[0], mult2[0], ost, res)
 
 
-def translate(fn, args) -> tuple | None:
-    """(dense_rows_i32, args) for a conv_i32 call that is a dense layer of at most MAX_ROWS rows run
-    whole, else None."""
+def translate(fn, args, max_rows: int) -> tuple | None:
+    """(dense_rows_i32, args) for a conv_i32 call that is a dense layer of at most max_rows rows
+    (Tuning.gemv_max_rows, as gemv_vnni) run whole, else None."""
     if fn is not conv_i32:
         return None
     x, w, bias, mult, mult2, ost, res, out, geo, b0, b1 = args
@@ -42,7 +40,7 @@ def translate(fn, args) -> tuple | None:
     dense = (geo[KH] == geo[KW] == geo[OH] == geo[OW] == geo[GROUPS] == 1 and x.shape[1:3] == (1, 1)
              and geo[PT] == geo[PL] == 0
              and x.shape[0] == rows and w.shape[2] == x.shape[3] and x.flags.c_contiguous)
-    if not dense or not 0 < rows <= min(MAX_ROWS, BLOCK_ROWS) or (b0, b1) != (0, 1):
+    if not dense or not 0 < rows <= min(max_rows, BLOCK_ROWS) or (b0, b1) != (0, 1):
         return None
     s = np.empty((rows, w.shape[1]), np.int32)
     return dense_rows_i32, (x, w, bias, mult, mult2, ost, res, out, s)

@@ -7,7 +7,7 @@ the LSTM fixture's 128 x 32 dense layers. This kernel reads the same padded uint
 weights and folded bias (layout in vnni.py), runs the same vpdpbusd over the same bytes in the same
 order for each pixel and panel, and ends with the same output step (conv.out_rows), so it writes
 what padded_conv_vnni writes. `translate` swaps it in for a padded_conv_vnni call of at most
-MAX_ROWS pixels that is not split between threads, with its scratch preallocated.
+Tuning.gemv_max_rows pixels that is not split between threads, with its scratch preallocated.
 """
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from .conv import out_rows
 from .kargs import V_CG, V_GROUPS, V_OG, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
 from .simd import dpbusd, vbroadcast4, vload, vstore
 from .vnni import _pixel_bases, padded_conv_vnni, to_padded_u8
-
-MAX_ROWS = 8  # LSTM fixture runs: at 8 pixels 89 -> 86.5 us with it; at 16 slower (145 -> 147-153)
 
 
 @njit(cache=True, nogil=True)
@@ -52,14 +50,14 @@ def padded_gemv_vnni(x, xp3, pt, pl, z, r0, r1, xp, wp, bias, mult, mult2, ost, 
         out_rows(s, rows, out, 0, g * og, mult[g], mult2[g], ost, res)
 
 
-def translate(fn, args) -> tuple | None:
-    """(padded_gemv_vnni, args) for a padded_conv_vnni call of at most MAX_ROWS output pixels run
+def translate(fn, args, max_rows: int) -> tuple | None:
+    """(padded_gemv_vnni, args) for a padded_conv_vnni call of at most max_rows output pixels run
     whole (one block, every padded row), else None."""
     if fn is not padded_conv_vnni:
         return None
     x, xp3, pt, pl, z, r0, r1, xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1 = args
     rows = out.shape[0]
-    if not 0 < rows <= MAX_ROWS or (b0, b1) != (0, 1) or (r0, r1) != (0, xp3.shape[0] * xp3.shape[1]):
+    if not 0 < rows <= max_rows or (b0, b1) != (0, 1) or (r0, r1) != (0, xp3.shape[0] * xp3.shape[1]):
         return None
     s = np.empty((rows, bias.shape[1]), np.int32)
     bases = np.empty(rows, np.int64)

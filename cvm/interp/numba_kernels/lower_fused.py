@@ -18,8 +18,6 @@ from .layout import C, NHWC
 from .lower_mac import NO_RESIDUAL as residual_none, residual
 from .plan import OPEN_HI, OPEN_LO, OutputStep, Planner, channel_vector
 
-PAR_MIN_ELEMENTS = 1 << 18  # per thread
-
 
 def rows_of(p: Planner, name: str) -> tuple[int, int] | None:
     """(C, channel axis): a stored activation seen as rows of C values, C its channel axis (NHWC:
@@ -73,7 +71,7 @@ def _emit(p: Planner, index: int, label: str, reads: list[str], channels: int, m
     tail = (ostep.mult, ostep.mult2, ostep.params())
     fused_ops = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     out_value = p.spec_value(ostep.output, layout)
-    min_blocks = -(-PAR_MIN_ELEMENTS // (fused.BLOCK_ROWS * channels))
+    min_blocks = -(-p.tuning.par_min_elements // (fused.BLOCK_ROWS * channels))
 
     def bind(ins, out):
         out2 = out.reshape(-1, channels)
@@ -145,7 +143,7 @@ def _materialize(p: Planner, name: str) -> None:
     src, mult, shift, lo, hi = p.deferred.pop(name)
     c = len(mult)
     ost = OutputStep(mult, shift, lo, hi, None, np.ones(c, np.int64), 0, OPEN_LO, OPEN_HI, name, ()).params()
-    mb = -(-PAR_MIN_ELEMENTS // (fused.BLOCK_ROWS * c))
+    mb = -(-p.tuning.par_min_elements // (fused.BLOCK_ROWS * c))
 
     def bind(ins, out):
         x2, out2 = ins[0].reshape(-1, c), out.reshape(-1, c)
@@ -174,7 +172,7 @@ def lower_concat(p: Planner, index: int, node, attrs) -> bool:
         srcs.append(src)
         parts.append((c, mult, ost.params()))
     total = p.analysis.tensors[node.output].shape[0]
-    min_blocks = [-(-PAR_MIN_ELEMENTS // (fused.BLOCK_ROWS * c)) for c, _, _ in parts]
+    min_blocks = [-(-p.tuning.par_min_elements // (fused.BLOCK_ROWS * c)) for c, _, _ in parts]
 
     def bind(ins, out):
         out2, calls, c0 = out.reshape(-1, total), [], 0

@@ -24,11 +24,8 @@ from ...arith import bias_sides, channel_bounds, fits_int32, row_sums
 from .kargs import GEO, HAS_RESIDUAL, SHIFT, pack
 from .layout import FLAT, NHWC, Value
 from .plan import Planner
+from .tuning import DEFAULT_TUNING, Tuning
 
-PAR_MIN_MACS = 1 << 24  # per thread: below this, handing work to a thread costs more than it saves
-PAR_MIN_BYTES = 1 << 20  # the same for the uint8 conversion of a VNNI input
-VNNI_PAD_FACTOR = 4  # VNNI padded uint8 input: bytes per sample per paid element (vnni_buffers_paid)
-VNNI_PACK_FACTOR = 32  # VNNI packed weights: bytes per paid element of one sample (vnni_buffers_paid)
 NO_RESIDUAL = np.zeros((1, 1), np.int16)  # passed when the output step has no residual add
 
 
@@ -48,17 +45,17 @@ def partial_sums_fit_int32(rows: np.ndarray, xlo: int, xhi: int, start: np.ndarr
     return fits_int32(int(lo.min()), int(hi.max()))
 
 
-def vnni_buffers_paid(geom: dict, g: int, og: int, cg: int) -> bool:
+def vnni_buffers_paid(geom: dict, g: int, og: int, cg: int, tuning: Tuning = DEFAULT_TUNING) -> bool:
     """Whether the VNNI path's own buffers are paid for. Per sample the node pays (gas) for
     P = E(in) + E(out) + MACs: every output element and every multiply-accumulate (taps in the
     padding included), the input having been paid by the node that wrote it. The VNNI path needs two
     buffers that the other paths do not:
       - the input copied as uint8 with its padding, (H + pt + pb) * (W + pl + pr) * C bytes per
         sample, for every sample of the batch; pads go up to 2^20 a side, so a 1x1 conv with a
-        one-pixel output would copy GiBs per sample for ~100 gas. At most VNNI_PAD_FACTOR * P.
+        one-pixel output would copy GiBs per sample for ~100 gas. At most tuning.vnni_pad_factor * P.
       - the weights packed in 32-channel panels of runs rounded up to 4 bytes, zero-filled (up to
         128 bytes per weight: one output channel, runs of one byte), held as long as the plan.
-        At most VNNI_PACK_FACTOR * P (an int8 dense layer with one output needs 16 to 32).
+        At most tuning.vnni_pack_factor * P (an int8 dense layer with one output needs 16 to 32).
     Otherwise the node takes the i32 / i64 / depthwise kernels, which read the input in place and
     skip the taps in the padding: their buffers are proportional to the output rows times k."""
     from . import vnni
@@ -66,7 +63,7 @@ def vnni_buffers_paid(geom: dict, g: int, og: int, cg: int) -> bool:
     padded = (geom["h"] + geom["pt"] + geom["pb"]) * (geom["w"] + geom["pl"] + geom["pr"]) * c
     paid = geom["h"] * geom["w"] * c + geom["oh"] * geom["ow"] * g * og * (1 + kh * kw * cg)
     packed = vnni.packed_weight_bytes(g, og, kh, kw, geom["dw"], cg)
-    return padded <= VNNI_PAD_FACTOR * paid and packed <= VNNI_PACK_FACTOR * paid
+    return padded <= tuning.vnni_pad_factor * paid and packed <= tuning.vnni_pack_factor * paid
 
 
 def vnni_offset(x: Value) -> int | None:
@@ -141,11 +138,11 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
     b = np.zeros((g, vnni.panels(og) * 16), np.int64)
     z = vnni_offset(m.x)
     b[:, :og] = (m.bias - z * m.rows.sum(axis=1)).reshape(g, og)
-    min_pad_rows = -(-PAR_MIN_BYTES // (wp * c))
+    min_pad_rows = -(-p.tuning.par_min_pad_bytes // (wp * c))
     args = (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail)
-    unpadded = dict(gm, pt=0, pl=0, pb=0, pr=0)
-    if pad_fuse.reads_in_place(m.x.dtype, gm, geo) or pad_fuse.request(
-            p, m.x_name, gm, pad_fuse.reads_in_place(m.x.dtype, unpadded, geo)):
+    unpadded, gemv_rows = dict(gm, pt=0, pl=0, pb=0, pr=0), p.tuning.gemv_max_rows
+    if pad_fuse.reads_in_place(m.x.dtype, gm, geo, gemv_rows) or pad_fuse.request(
+            p, m.x_name, gm, pad_fuse.reads_in_place(m.x.dtype, unpadded, geo, gemv_rows)):
         return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS)
 
     def first(x4):
@@ -158,16 +155,13 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
     return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS, hp * wp * c, first)
 
 
-DW_ROWS_MAX_CHANNELS = 64  # conv_depthwise_rows measured 1.7-2x faster at 32 channels, equal at 144
-
-
 def _prepare_depthwise(p: Planner, m: Gemm) -> KernelCall:
     g, _, kh, kw, _ = m.shape
     mult, mult2, params = m.tail
     w = np.ascontiguousarray(m.w.reshape(g, kh, kw).transpose(1, 2, 0)).astype(np.int32)
     ow = m.gm["ow"]
-    if m.gm["sw"] == 1 and g <= DW_ROWS_MAX_CHANNELS and kh * kw * ow * g <= (1 << 16):
-        # weights and bias repeated along one output row: at most 2^16 values (256 KiB), and
+    if m.gm["sw"] == 1 and g <= p.tuning.dw_rows_max_channels and kh * kw * ow * g <= p.tuning.dw_rows_max_values:
+        # weights and bias repeated along one output row: at most dw_rows_max_values (2^16: 256 KiB), and
         # never more than one output row's multiply-accumulates per sample, which the node pays
         wt = np.ascontiguousarray(np.tile(w[:, :, None, :], (1, 1, ow, 1)).reshape(kh, kw, ow * g))
         args = (wt, np.tile(m.bias.astype(np.int32), ow), mult.reshape(1, g), mult2.reshape(1, g), params)
@@ -176,20 +170,17 @@ def _prepare_depthwise(p: Planner, m: Gemm) -> KernelCall:
     return KernelCall(conv.conv_depthwise, args, m.portable_geo(), conv.BLOCK_ROWS)
 
 
-def dw_vnni_paid(geom: dict, c: int) -> bool:
+def dw_vnni_paid(geom: dict, c: int, tuning: Tuning = DEFAULT_TUNING) -> bool:
     """The "dwvnni" path's buffers are paid for as the VNNI path's are (vnni_buffers_paid): the padded
-    uint8 input (the same copy, at most VNNI_PAD_FACTOR bytes per paid element); one output row's tap
-    quads (4 * ceil(kh/4) bytes per padded column and channel rounded up to 16, per thread) and the
-    weights (4 * ceil(kh/4) * kw per channel rounded up to 16), each at most VNNI_PACK_FACTOR."""
+    uint8 input (the same copy, at most tuning.vnni_pad_factor bytes per paid element); one output row's
+    tap quads (4 * ceil(kh/4) bytes per padded column and channel rounded up to 16, per thread) and the
+    weights (4 * ceil(kh/4) * kw per channel rounded up to 16), each at most tuning.vnni_pack_factor."""
     kh, kw, nq, cp = geom["kh"], geom["kw"], (geom["kh"] + 3) // 4, (c + 15) // 16 * 16
     wp = geom["w"] + geom["pl"] + geom["pr"]
     padded = (geom["h"] + geom["pt"] + geom["pb"]) * wp * c
     paid = geom["h"] * geom["w"] * c + geom["oh"] * geom["ow"] * c * (1 + kh * kw)
     quads = 4 * (nq * wp + 4 * geom["sw"]) * cp
-    return padded <= VNNI_PAD_FACTOR * paid and max(quads, 4 * nq * kw * cp) <= VNNI_PACK_FACTOR * paid
-
-
-DW_IN_PLACE = True  # dw_vnni.conv_dw_vnni_in_place where it applies (False: the padded copy, for A/B)
+    return padded <= tuning.vnni_pad_factor * paid and max(quads, 4 * nq * kw * cp) <= tuning.vnni_pack_factor * paid
 
 
 def _prepare_dw_vnni(p: Planner, m: Gemm) -> KernelCall:
@@ -208,9 +199,9 @@ def _prepare_dw_vnni(p: Planner, m: Gemm) -> KernelCall:
     mult, mult2, params = m.tail
     geo = pack(DGEO, kh=kh, kw=kw, sh=gm["sh"], sw=gm["sw"], dh=gm["dh"], dw=gm["dw"], oh=gm["oh"], ow=gm["ow"],
                hp=hp, wp=wp, c=g, nq=nq)
-    min_pad_rows = -(-PAR_MIN_BYTES // (wp * g))
+    min_pad_rows = -(-p.tuning.par_min_pad_bytes // (wp * g))
     args = (wq, bias, mult.reshape(1, g), mult2.reshape(1, g), params)
-    if DW_IN_PLACE and g % 16 == 0 and m.x.dtype in (np.uint8, np.int8):  # no padded copy: quads from x itself
+    if p.tuning.dw_in_place and g % 16 == 0 and m.x.dtype in (np.uint8, np.int8):  # no padded copy: quads from x itself
         pad = np.array([gm["pt"], gm["pl"], gm["h"], gm["w"], z], np.int64)
         return KernelCall(dw_vnni.conv_dw_vnni_in_place, args[:-1] + (params, pad), geo, gm["ow"],
                           first=lambda x4: (x4.reshape(-1), []))
@@ -258,25 +249,23 @@ def _prepare_vnni16(p: Planner, m: Gemm) -> KernelCall:
                       dense16.BLOCK_ROWS, 2 * int(np.prod(m.x.shape)), widened)
 
 
-DIRECT = True  # vnni_direct for the VNNI convs it can run (False: conv_vnni everywhere, for A/B)
-
-
 def _prepare_vnni_direct(p: Planner, m: Gemm) -> KernelCall:
     """The "vnni" path; conv_vnni_direct in place of conv_vnni where its output step has no lookup
     (vnni_direct.eligible), conv_vnni_direct_res where it adds a residual tensor of at most 16 bits
     whose stage has an exact int32 form (vnni_direct.residual_stage): the same arguments, the
-    multipliers padded (int32 where they fit), the residual stage's narrowed requants for mult2."""
+    multipliers padded (int32 where they fit), the residual stage's narrowed requants for mult2; conv_vnni
+    everywhere with Tuning.direct off."""
     from . import vnni_direct
     call = _prepare_vnni(p, m)
     mult, mult2, params = m.tail
-    if not (DIRECT and vnni_direct.eligible(params, m.gm["oh"] * m.gm["ow"])):
+    if not (p.tuning.direct and vnni_direct.eligible(params, m.gm["oh"] * m.gm["ow"], p.tuning.gemv_max_rows)):
         return call
     kern, rq = vnni_direct.conv_vnni_direct, vnni_direct.NO_RQ
     if params[HAS_RESIDUAL]:
         res = m.res
         if res is None or res.dtype.itemsize > 2:  # a constant residual, or one of more than 16 bits
             return call
-        rq = vnni_direct.residual_stage(params, mult2, res.lo, res.hi)
+        rq = vnni_direct.residual_stage(params, mult2, res.lo, res.hi, p.tuning)
         if rq is None:
             return call
         kern = vnni_direct.conv_vnni_direct_res
@@ -292,7 +281,7 @@ PREPARE = {"vnni": _prepare_vnni_direct, "depthwise": _prepare_depthwise, "dwvnn
 def _path(p: Planner, m: Gemm) -> str:
     g, og, _, _, cg = m.shape
     x = m.x
-    path = choose_path(m.rows, m.bias, x, p.isa, p.isa == "vnni" and vnni_buffers_paid(m.gm, g, og, cg))
+    path = choose_path(m.rows, m.bias, x, p.isa, p.isa == "vnni" and vnni_buffers_paid(m.gm, g, og, cg, p.tuning))
     if path == "i32" and p.isa == "vnni":
         from . import dense16
         path = "vnni16" if dense16.eligible(m.rows, x.dtype, g, m.gm) else path
@@ -300,7 +289,7 @@ def _path(p: Planner, m: Gemm) -> str:
         path = "depthwise"
         z = vnni_offset(x)
         if (p.isa == "vnni" and z is not None and m.rows.min() >= -128 and m.rows.max() <= 127
-                and dw_vnni_paid(m.gm, g) and partial_sums_fit_int32(m.rows, 0, 255, m.bias - z * m.rows.sum(axis=1))):
+                and dw_vnni_paid(m.gm, g, p.tuning) and partial_sums_fit_int32(m.rows, 0, 255, m.bias - z * m.rows.sum(axis=1))):
             path = "dwvnni"
     return path
 
@@ -313,13 +302,12 @@ def merge_unsplit(calls: list) -> list:
     return calls
 
 
-def requant_residual(path: str, geom: dict) -> bool:
+def requant_residual(path: str, geom: dict, gemv_max_rows: int) -> bool:
     """Whether the output step may requantize its residual itself (plan.Planner.residual_requant):
     on the "vnni" path (conv_vnni's out_rows reads OST's rmul..rhi), not for a conv of at most
-    gemv_vnni.MAX_ROWS pixels a sample (the whole-plan runner's one-pixel twin), and not on the
+    Tuning.gemv_max_rows pixels a sample (the whole-plan runner's one-pixel twin), and not on the
     portable paths (the gas schedule's reference timing keeps its steps)."""
-    from .gemv_vnni import MAX_ROWS
-    return path == "vnni" and geom["oh"] * geom["ow"] > MAX_ROWS
+    return path == "vnni" and geom["oh"] * geom["ow"] > gemv_max_rows
 
 
 def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: dict, channel_axis: int,
@@ -331,13 +319,14 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
     bias = np.zeros(g * og, np.int64) if bias is None else bias.astype(np.int64)
     m = Gemm(w, rows, bias, geom, p.values[x_name], (), x_name=x_name)
     path = _path(p, m)
-    ostep = p.output_step(index, channel_axis, const_residual=True, residual_requant=requant_residual(path, geom))
+    ostep = p.output_step(index, channel_axis, const_residual=True,
+                          residual_requant=requant_residual(path, geom, p.tuning.gemv_max_rows))
     res = p.spec_value(ostep.residual) if ostep.residual is not None and ostep.residual_const is None else None
     m = replace(m, tail=(ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params()), res=res)
     call = PREPARE[path](p, m)
     if getattr(call.kern, "__name__", "") == "conv_vnni_direct":  # pad_fuse may have it write its output padded
         p.paddable.add(ostep.output)
-    min_blocks = -(-PAR_MIN_MACS // (call.block_rows * g * og * kh * kw * cg))
+    min_blocks = -(-p.tuning.par_min_macs // (call.block_rows * g * og * kh * kw * cg))
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     label = f"{label}[{path}]" + ("+" + fused if fused else "")
     x4shape = (geom["h"], geom["w"], geom["c"])

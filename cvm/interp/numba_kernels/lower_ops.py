@@ -14,7 +14,6 @@ from .kargs import WINDOW, pack
 from .layout import C, FLAT, NHWC, canonical, flat_permutation, to_nhwc_const
 from .plan import OPEN_HI, Planner
 
-PAR_MIN_TAPS = 1 << 20  # max_pool2d, per thread: output elements x window taps
 _NHWC_AXIS = {0: 2, 1: 0, 2: 1}  # spec axis of a [C, H, W] sample -> stored axis of (H, W, C)
 
 
@@ -106,11 +105,11 @@ def lower_lut(p: Planner, index, node, attrs):
     out_value = p.spec_value(node.output).with_layout(x.layout, x.chw)
     if p.isa == "vnni" and x.dtype == np.int8 and out_value.dtype == np.int8 and _has_vbmi():
         from . import lut_vbmi
-        tab = elementwise.byte_table(table, offset, x.lo, x.hi)
+        tab, min_blocks = elementwise.byte_table(table, offset, x.lo, x.hi), p.tuning.lut_par_min_blocks
 
         def bind(ins, out):
             xf, of = _flat(ins[0]), _flat(out)
-            return [p.pool.call(lut_vbmi.lut_i8, (xf, tab, of), -(-xf.shape[0] // lut_vbmi.BLOCK), 16)]
+            return [p.pool.call(lut_vbmi.lut_i8, (xf, tab, of), -(-xf.shape[0] // lut_vbmi.BLOCK), min_blocks)]
         p.add("lut[vbmi]", node.inputs[:1], node.output, out_value, bind)
         return
     p.add("lut", node.inputs[:1], node.output, out_value,
@@ -146,7 +145,7 @@ def lower_max_pool(p: Planner, index, node, attrs):
     geo = pack(WINDOW, kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pt=pt, pl=pl)
     out_value = p.unsigned_storage(node.output, p.spec_value(node.output, NHWC))
     c, oh, ow = out_value.shape
-    min_rows = -(-PAR_MIN_TAPS // (ow * c * kh * kw))
+    min_rows = -(-p.tuning.par_min_taps // (ow * c * kh * kw))
 
     kern, label = pool.max_pool_nhwc, "max_pool2d"
     if p.isa == "vnni":

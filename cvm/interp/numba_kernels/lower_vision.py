@@ -14,9 +14,6 @@ from .layout import NHWC
 from .lower_mac import NO_RESIDUAL
 from .plan import Planner
 
-PAR_MIN_ELEMENTS = 1 << 18  # resize2d, per thread: output elements (x taps)
-PAR_MIN_MACS = 1 << 22  # conv_transpose2d, per thread
-
 
 def lower_resize(p: Planner, index, node, attrs):
     x_name = node.inputs[0]
@@ -31,14 +28,14 @@ def lower_resize(p: Planner, index, node, attrs):
     taps = 4 if linear else 1
     if x.layout == NHWC:
         out_value = p.spec_value(node.output, NHWC)
-        min_rows = -(-PAR_MIN_ELEMENTS // (ow * c * taps))
+        min_rows = -(-p.tuning.resize_par_min_elements // (ow * c * taps))
 
         def bind(ins, out):
             return [p.pool.call(vision.resize_nhwc, (ins[0], out, hmap, wmap, shift, linear), out.shape[0] * oh,
                                 min_rows)]
     else:
         out_value = p.spec_value(node.output)
-        min_rows = -(-PAR_MIN_ELEMENTS // (ow * taps))
+        min_rows = -(-p.tuning.resize_par_min_elements // (ow * taps))
 
         def bind(ins, out):
             src, dst = ins[0].reshape(-1, h, w), out.reshape(-1, oh, ow)
@@ -87,7 +84,7 @@ def lower_conv_transpose(p: Planner, index, node, attrs):
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     label = "conv_transpose2d" + ("+" + fused if fused else "")
     macs_per_row = max(1, output_rows(w, g).size * ow)  # a bound per output row (pairs vary by row)
-    min_rows = -(-PAR_MIN_MACS // macs_per_row)
+    min_rows = -(-p.tuning.transpose_par_min_macs // macs_per_row)
     out_value = p.spec_value(ostep.output, NHWC)
 
     def bind(ins, out):

@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from .tuning import DEFAULT_TUNING, Tuning
+
 LANE = 1 << 31  # |d * m' + r'| must stay below this (int32 lanes)
-MAX_DOMAIN = 1 << 17  # values checked at most (a 16-bit residual plus a 13-bit requant fits)
-SHIFTS_TRIED = 8  # narrower shifts tried below the widest that fits; each loses a bit of the multiplier
 
 
-def narrow(mult: int, rnd: int, shift: int, lo: int, hi: int, clip: tuple[int, int] | None = None
-           ) -> tuple[int, int, int] | None:
+def narrow(mult: int, rnd: int, shift: int, lo: int, hi: int, clip: tuple[int, int] | None = None,
+           tuning: Tuning | None = None) -> tuple[int, int, int] | None:
     """(m', r', s') computing floor((d*mult + rnd) / 2^shift) exactly for d in [lo, hi] in int32
     lanes (see the module docstring); clip=(clo, chi): only the clipped results need to agree.
-    None when the domain is too large or no triple near mult / 2^(shift - s') is exact."""
+    None when the domain is too large (over tuning.narrow_max_domain values) or no triple near
+    mult / 2^(shift - s') is exact (tuning.narrow_shifts_tried shifts below the widest that fits)."""
+    tuning = tuning or DEFAULT_TUNING
     mult, rnd, shift, lo, hi = int(mult), int(rnd), int(shift), int(lo), int(hi)
-    if not lo <= hi or hi - lo + 1 > MAX_DOMAIN or mult == 0:
+    if not lo <= hi or hi - lo + 1 > tuning.narrow_max_domain or mult == 0:
         return None
     amax = max(abs(lo), abs(hi))
     if amax * abs(mult) + abs(rnd) >= 1 << 62:  # the exact reference values must fit int64 here
@@ -35,7 +37,7 @@ def narrow(mult: int, rnd: int, shift: int, lo: int, hi: int, clip: tuple[int, i
     d = np.arange(lo, hi + 1, dtype=np.int64)
     k = (d * mult + rnd) >> shift
     widest = min(shift, 30, max(0, 30 - int(abs(mult) * max(amax, 1)).bit_length() + shift))
-    for sp in range(widest + 1, max(-1, widest - SHIFTS_TRIED), -1):
+    for sp in range(widest + 1, max(-1, widest - tuning.narrow_shifts_tried), -1):
         base = mult >> (shift - sp) if sp <= shift else mult << (sp - shift)
         for mp in (base, base + 1, base - 1):
             found = _offset(d, k, mp, sp, clip)

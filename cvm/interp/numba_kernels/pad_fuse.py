@@ -21,20 +21,19 @@ from dataclasses import replace
 import numpy as np
 from numba import njit
 
-from .gemv_vnni import MAX_ROWS
 from .kargs import V_CG, V_KH, V_KW, V_OH, V_OW, V_SEG4, V_USEG, V_VSEG
 from .layout import NHWC
 
 
-def reads_in_place(dtype, gm: dict, geo: np.ndarray) -> bool:
+def reads_in_place(dtype, gm: dict, geo: np.ndarray, gemv_max_rows: int) -> bool:
     """Whether vnni.conv_vnni reads the stored input itself as its padded uint8 input (no to_padded_u8
     copy): a uint8 input (z = 0, so x + z is x), no padding, and runs that are whole 4-byte reads
     (none reads past the buffer's end, which has no SLACK). Not for a conv of at most
-    gemv_vnni.MAX_ROWS pixels a sample, which the whole-plan runner gives the one-pixel kernel
+    gemv_max_rows (Tuning's) pixels a sample, which the whole-plan runner gives the one-pixel kernel
     (it takes the padded_conv_vnni call)."""
     return (np.dtype(dtype) == np.uint8 and gm["pt"] == gm["pb"] == gm["pl"] == gm["pr"] == 0
             and int(geo[V_SEG4]) * 4 * int(geo[V_USEG]) * int(geo[V_VSEG]) == int(geo[V_KH]) * int(geo[V_KW]) * int(geo[V_CG])
-            and gm["oh"] * gm["ow"] > MAX_ROWS)
+            and gm["oh"] * gm["ow"] > gemv_max_rows)
 
 
 def request(p, x_name: str, gm: dict, in_place_but_pads) -> bool:

@@ -22,9 +22,8 @@ from ...verify import Analysis
 from .kargs import OST, pack
 from .layout import C, FLAT, NHWC, Value, canonical
 from .threads import Pool
+from .tuning import DEFAULT_TUNING, Tuning
 
-CHANNELS_LAST_LOOP_MAX_C = 64  # to_nhwc by elementwise.to_channels_last up to this many channels (3: 5x
-# faster than numpy's strided copy, 24: 1.35x), numpy's above (116-464 channels: 1.1-1.4x faster)
 U8_READERS = frozenset({"conv2d", "dense", "max_pool2d", "requant"})  # ops whose lowerings read a uint8
 # activation (Planner.unsigned_storage): numba kernels generic in the input dtype, which widen it first
 OPEN_LO, OPEN_HI = INT32_MIN, INT32_MAX  # "no clamp": every value a kernel clamps is a tensor value,
@@ -105,8 +104,8 @@ def fold_clamp(lo: int, hi: int, lo2: int, hi2: int) -> tuple[int, int]:
 
 
 class Planner:
-    def __init__(self, graph: Graph, analysis: Analysis, isa: str, pool: Pool):
-        self.graph, self.analysis, self.isa, self.pool = graph, analysis, isa, pool
+    def __init__(self, graph: Graph, analysis: Analysis, isa: str, pool: Pool, tuning: Tuning = DEFAULT_TUNING):
+        self.graph, self.analysis, self.isa, self.pool, self.tuning = graph, analysis, isa, pool, tuning
         self.values: dict[str, Value] = {}
         self.steps: list[Step] = []
         self._converted: dict[tuple[str, str], str] = {}
@@ -173,11 +172,11 @@ class Planner:
             c, h, w = v.chw
             return self.add("flat->nhwc", [name], out, Value(v.chw, v.dtype, v.lo, v.hi, NHWC), None,
                             view=lambda x: x.reshape(x.shape[0], h, w, c))
-        if layout == NHWC and len(v.shape) == 3 and v.shape[0] <= CHANNELS_LAST_LOOP_MAX_C:
+        if layout == NHWC and len(v.shape) == 3 and v.shape[0] <= self.tuning.channels_last_loop_max_c:
             from .elementwise import to_channels_last
-            h = v.shape[1]
+            h, min_rows = v.shape[1], self.tuning.to_nhwc_par_min_rows
             return self.add("to_nhwc", [name], out, v.with_layout(NHWC),
-                            lambda ins, o: [self.pool.call(to_channels_last, (ins[0], o), o.shape[0] * h, 64)])
+                            lambda ins, o: [self.pool.call(to_channels_last, (ins[0], o), o.shape[0] * h, min_rows)])
         if layout == NHWC:
             return self.add("to_nhwc", [name], out, v.with_layout(NHWC),
                             lambda ins, o: [(np.copyto, (o, ins[0].transpose(0, 2, 3, 1)))])
@@ -344,14 +343,11 @@ def _absorb_clamp(ctx: FusionContext, st: Stage, node, a) -> Stage | None:
     return replace(st, **dict(zip(("lo", "hi"), fold_clamp(st.lo, st.hi, lo, hi))))
 
 
-MAX_FUSED_TABLE = 1 << 16  # a lut's table is copied into the output step's parameters up to this size
-
-
 def _absorb_lut(ctx: FusionContext, st: Stage, node, a) -> Stage | None:
     """A lut closes a stage: y = table[v - offset] on the stage's value v (the tensor the lut reads,
-    which the verifier proved inside the table)."""
+    which the verifier proved inside the table), up to Tuning.max_fused_table entries."""
     table = ctx.planner.const(node.inputs[1])
-    if not ctx.luts or st.table is not None or table.size > MAX_FUSED_TABLE:
+    if not ctx.luts or st.table is not None or table.size > ctx.planner.tuning.max_fused_table:
         return None
     return replace(st, table=table.reshape(-1).astype(np.int64), offset=a["offset"])
 
@@ -361,10 +357,11 @@ FUSION = {"requant": _absorb_requant, "relu": _absorb_clamp, "clip": _absorb_cla
 
 
 def build(graph: Graph, analysis: Analysis, isa: str, pool: Pool, lowerings: dict,
-          refused: dict | None = None) -> tuple[Planner, dict[str, str]]:
+          refused: dict | None = None, tuning: Tuning = DEFAULT_TUNING) -> tuple[Planner, dict[str, str]]:
     """Lower every node; returns the planner (values and steps) and graph output -> stored tensor.
-    `lowerings` and `refused` (why an op is not lowered) are keyed by (opset, op)."""
-    p = Planner(graph, analysis, isa, pool)
+    `lowerings` and `refused` (why an op is not lowered) are keyed by (opset, op); `tuning`: the
+    measured choices (kernel paths, limits, thread splits) the lowerings read as p.tuning."""
+    p = Planner(graph, analysis, isa, pool, tuning)
     for i, (node, attrs) in enumerate(zip(graph.nodes, analysis.attrs)):
         if i not in p.claimed:
             lower = lowerings.get((graph.opset, node.op))

@@ -9,7 +9,7 @@ vectorized the int32-output loop four wide, so a row of 32 values took its scala
 row paid the vectorized loop's alias checks. Here the output step is picked when the call is bound
 (it is known then) and a call of one block runs as one loop over rows x channels, the per-channel
 multipliers tiled to every row at bind time (`mul_rows`, `dense_rows`, `dense16_rows`: the call, or
-None where another kernel serves it). The arithmetic is conv.out_rows', value for value: the
+None where another kernel serves it; the whole-plan runner asks only with Tuning.special on). The arithmetic is conv.out_rows', value for value: the
 accumulator (the int32 product, or the int32 sum) widened to int64, stage 1, the residual added in
 int64, stage 2. The plain twins are the kernels they replace (tests/numba/test_numba_rows_case.py).
 """
@@ -22,10 +22,8 @@ from . import kargs
 from .dense16 import _block as _block16
 from .fused import BLOCK_ROWS
 from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT2, RND, RND2, SHIFT, SHIFT2
+from .tuning import DEFAULT_TUNING, Tuning
 
-SPECIAL = True  # pick the specialized kernels (False: rows_lean's, for in-process A/B)
-ROWWISE = True  # dense layers of ROW_WIDTH-multiple widths: the output step row by row, multipliers untiled
-ROW_WIDTH = 64  # (a row this wide runs in LLVM's vector loop, not its scalar remainder)
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -248,7 +246,7 @@ def mul_rows(args) -> tuple | None:
     """The flat kernel call for a fused.mul_rows call, or None."""
     x, sc, mult, mult2, ost, res, out, hw, b0, b1 = args
     rows, c = x.shape
-    if not SPECIAL or (k := case(ost)) is None or hw != 1 or not _whole(rows, b0, b1) or out.shape != x.shape:
+    if (k := case(ost)) is None or hw != 1 or not _whole(rows, b0, b1) or out.shape != x.shape:
         return None
     if any(_flat(a) is None for a in (x, sc, out)) or sc.shape != x.shape:
         return None
@@ -265,14 +263,20 @@ def mul_rows(args) -> tuple | None:
                         out.reshape(-1))
 
 
-def dense_rows(args) -> tuple | None:
+def _rowwise(og: int, tuning: Tuning) -> bool:
+    """A dense layer's output step row by row (multipliers untiled): Tuning.rowwise, og a multiple of
+    Tuning.row_width."""
+    return tuning.rowwise and og % tuning.row_width == 0
+
+
+def dense_rows(args, tuning: Tuning = DEFAULT_TUNING) -> tuple | None:
     """The flat kernel call for a gemv_i32.dense_rows_i32 call (rows_lean's K <= 4 twin), or None."""
     x, w, bias, mult, mult2, ost, res, out, s = args
     rows, og = out.shape
-    if not SPECIAL or (k := case(ost)) is None or not out.flags.c_contiguous or s.shape != out.shape:
+    if (k := case(ost)) is None or not out.flags.c_contiguous or s.shape != out.shape:
         return None
     wt = np.ascontiguousarray(w[0].T)
-    if og % ROW_WIDTH == 0 and ROWWISE:
+    if _rowwise(og, tuning):
         if k == "p":
             return dense_row_p, (x, wt, bias, mult[0], ost, out, s)
         if res.shape != out.shape or not res.flags.c_contiguous:
@@ -286,14 +290,14 @@ def dense_rows(args) -> tuple | None:
                           out.reshape(-1), s, s.reshape(-1))
 
 
-def dense16_rows(args) -> tuple | None:
+def dense16_rows(args, tuning: Tuning = DEFAULT_TUNING) -> tuple | None:
     """The flat kernel call for a dense16.dense_vnni16 call of one block, or None."""
     x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1 = args
     rows, og = out.shape
-    if not SPECIAL or (k := case(ost)) is None or not out.flags.c_contiguous or bias.shape[0] != og:
+    if (k := case(ost)) is None or not out.flags.c_contiguous or bias.shape[0] != og:
         return None
     s = np.empty((rows, og), np.int32)
-    if og % ROW_WIDTH == 0 and ROWWISE:
+    if _rowwise(og, tuning):
         if k == "p":
             return dense16_row_p, (x, wp, last, bias, mult, ost, out, s)
         if res.shape != out.shape or not res.flags.c_contiguous:

@@ -21,8 +21,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-
-CHUNKS_PER_THREAD = 4
+from .tuning import DEFAULT_TUNING
 
 
 def default_threads() -> int:
@@ -68,10 +67,10 @@ EXECUTORS = _Executors()
 class Pool:
     """threads: how many threads share a call (the caller's and threads - 1 of EXECUTORS'); eager:
     split every call with enough rows, however small (tests use it to run the parallel path on small
-    shapes)."""
+    shapes); chunks: a split call's rows are cut into this many chunks a thread (Tuning.chunks_per_thread)."""
 
-    def __init__(self, threads: int, eager: bool = False):
-        self.threads, self.eager = threads, eager
+    def __init__(self, threads: int, eager: bool = False, chunks: int = DEFAULT_TUNING.chunks_per_thread):
+        self.threads, self.eager, self.chunks = threads, eager, chunks
         self._local = threading.local()  # .serial: this thread runs a part of a batch, ops unsplit
 
     def _get(self) -> ThreadPoolExecutor:
@@ -82,7 +81,7 @@ class Pool:
         parts = min(self.threads, n if self.eager else n // max(1, min_per_thread))
         if parts <= 1:
             return fn, (*args, 0, n)
-        return self._run, (fn, args, split(n, min(n, parts * CHUNKS_PER_THREAD)), parts)
+        return self._run, (fn, args, split(n, min(n, parts * self.chunks)), parts)
 
     def run_parts(self, fn, n: int) -> list:
         """[fn(0), ..., fn(n - 1)], the parts taken in turn by the caller's thread and the pool

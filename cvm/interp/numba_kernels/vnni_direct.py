@@ -27,6 +27,7 @@ from .narrow_mult import narrow
 from ...arith import INT32_MAX, INT32_MIN
 from .simd import dpbusd, vbroadcast4, vload
 from .simd_step import opaque, step_store, step_store_part, step_store_res, step_store_res_part
+from .tuning import Tuning
 from .vnni import _pixel_bases, block_size
 
 
@@ -242,33 +243,33 @@ def _after_loop(rnd, shift, lo, hi, q):
              opaque(q[7])))
 
 
-def eligible(ost: np.ndarray, pixels: int) -> bool:
+def eligible(ost: np.ndarray, pixels: int, gemv_max_rows: int) -> bool:
     """Whether conv_vnni_direct (or, with a residual, conv_vnni_direct_res where residual_stage finds
     its narrowed form) can run a VNNI conv: no lookup table, and more pixels per sample than
-    gemv_vnni.MAX_ROWS (smaller convs keep padded_conv_vnni, which the whole-plan runner gives its
+    gemv_max_rows (Tuning's: smaller convs keep padded_conv_vnni, which the whole-plan runner gives its
     one-pixel kernel). Any og: a panel across the last output channel is stored in part (masked)."""
-    from .gemv_vnni import MAX_ROWS
-    return ost[LUT1] == 0 and ost[LUT2] == 0 and pixels > MAX_ROWS
+    return ost[LUT1] == 0 and ost[LUT2] == 0 and pixels > gemv_max_rows
 
 
-def residual_stage(ost: np.ndarray, mult2: np.ndarray, res_lo: int, res_hi: int) -> np.ndarray | None:
+def residual_stage(ost: np.ndarray, mult2: np.ndarray, res_lo: int, res_hi: int,
+                   tuning: Tuning | None = None) -> np.ndarray | None:
     """rq for conv_vnni_direct_res: the residual's requant (OST's rmul, rrnd, rshift; its clip open, or
     never acting on the residual's proven range [res_lo, res_hi]) narrowed on that range, and the add's
     requant (one multiplier for every channel) narrowed on y + r' (y within stage 1's clip [lo, hi], r'
     the requanted residual's range) with its clip [lo2, hi2] after it; None where either has no exact
-    int32 form."""
+    int32 form. tuning: the search's bounds (narrow_mult.narrow)."""
     if not (mult2 == mult2.flat[0]).all():
         return None
     rmul, rrnd, rshift = int(ost[RMUL]), int(ost[RRND]), int(ost[RSHIFT])
     ends = [(d * rmul + rrnd) >> rshift for d in (res_lo, res_hi)]  # monotonic in d
     if min(ends) < ost[RLO] or max(ends) > ost[RHI]:  # the residual's clip would act
         return None
-    rq = narrow(rmul, rrnd, rshift, res_lo, res_hi)
+    rq = narrow(rmul, rrnd, rshift, res_lo, res_hi, tuning=tuning)
     if rq is None:
         return None
     lo2, hi2 = int(ost[LO2]), int(ost[HI2])
     add = narrow(int(mult2.flat[0]), int(ost[RND2]), int(ost[SHIFT2]), int(ost[LO]) + min(ends),
-                 int(ost[HI]) + max(ends), (lo2, hi2))
+                 int(ost[HI]) + max(ends), (lo2, hi2), tuning)
     return None if add is None else np.array([*rq, *add, lo2, hi2], np.int64)
 
 

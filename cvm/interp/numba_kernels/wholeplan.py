@@ -31,6 +31,7 @@ except ImportError:  # (numpy < 2, the FHE environment: numpy.byte_bounds)
     from numpy import byte_bounds
 
 from . import wholeplan_fuse, wholeplan_gen, wholeplan_jit, wholeplan_ops
+from .tuning import DEFAULT_TUNING, Tuning
 
 ALIGN = 64  # every block keeps its address modulo ALIGN in the arena (aligned loads stay aligned)
 INT_TYPES = (int, np.int64)  # the int arguments the program carries (others go through Python)
@@ -49,13 +50,15 @@ class Bound:
     funcs: list  # the step functions whose addresses the program's table holds (kept alive)
 
 
-def bind(calls: list, inputs: list, outputs: list, steps: list | None = None) -> Bound | None:
+def bind(calls: list, inputs: list, outputs: list, steps: list | None = None,
+         tuning: Tuning = DEFAULT_TUNING) -> Bound | None:
     """calls: [(fn, args)] of one bound batch size, in order; inputs, outputs: [(name, array)];
-    steps: per call, (its step's number, whether one step reads that step's value) (wholeplan_fuse).
-    Returns the same run as a program over one arena, or None when a call cannot be remapped."""
+    steps: per call, (its step's number, whether one step reads that step's value) (wholeplan_fuse);
+    tuning: the twins the program picks (wholeplan_ops.translate). Returns the same run as a program
+    over one arena, or None when a call cannot be remapped."""
     steps = steps or [(k, False) for k in range(len(calls))]
     calls = wholeplan_fuse.fuse([(c, steps[k]) for k, (fn, args) in enumerate(calls)
-                                 for c in wholeplan_ops.translate(fn, args)])
+                                 for c in wholeplan_ops.translate(fn, args, tuning)], tuning.fuse_scan)
     arrays = []
     for fn, args in calls:
         if not isinstance(fn, Dispatcher) and not _python_ok(fn):

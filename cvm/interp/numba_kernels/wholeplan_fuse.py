@@ -20,19 +20,20 @@ try:
 except ImportError:  # (numpy < 2, the FHE environment: numpy.byte_bounds)
     from numpy import byte_bounds
 
-SCAN = 64  # calls looked at past a slice for its reader (bind time stays linear in the calls)
+from .tuning import DEFAULT_TUNING
 
 
-def fuse(calls: list) -> list:
+def fuse(calls: list, scan: int = DEFAULT_TUNING.fuse_scan) -> list:
     """calls: [((fn, args), (step, solo))], in order; step: the number of the plan step the call is
     part of; solo: one step reads that step's value (not a view, not a graph output). Returns
-    [(fn, args)] with each such slice dropped and its reader replaced by its in-place twin."""
+    [(fn, args)] with each such slice dropped and its reader replaced by its in-place twin; scan: calls
+    looked at past a slice for its reader (Tuning.fuse_scan: bind time stays linear in the calls)."""
     calls, steps = [c for c, _ in calls], [s for _, s in calls]
     out, twins = [], {}
     for k, (fn, args) in enumerate(calls):
         if k in twins:
             out.append(twins.pop(k))
-        elif steps[k][1] and _is_slice(fn, args) and (found := _reader(calls, steps, k)) and found[0] not in twins:
+        elif steps[k][1] and _is_slice(fn, args) and (found := _reader(calls, steps, k, scan)) and found[0] not in twins:
             twins[found[0]] = found[1]  # (a reader of two slices takes one of them in place)
         else:
             out.append((fn, args))
@@ -44,11 +45,11 @@ def _is_slice(fn, args) -> bool:
     return fn is take_runs and args[2] == 1
 
 
-def _reader(calls: list, steps: list, k: int) -> tuple[int, tuple] | None:
+def _reader(calls: list, steps: list, k: int, scan: int) -> tuple[int, tuple] | None:
     """(index, twin call) of the slice calls[k]'s reader, where it has a twin and may take it: the
     only call of the reading step that touches the slice's buffer."""
     x, _, _, _, buf = calls[k][1]
-    for j in range(k + 1, min(k + 1 + SCAN, len(calls))):
+    for j in range(k + 1, min(k + 1 + scan, len(calls))):
         fn, args = calls[j]
         if any(_overlap(a, buf) for a in args):
             twin = _twin(calls[k][1], calls[j])

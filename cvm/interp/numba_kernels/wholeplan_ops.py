@@ -21,6 +21,8 @@ import functools
 import numpy as np
 from numba import njit
 
+from .tuning import DEFAULT_TUNING, Tuning
+
 OPS = {np.add: 0, np.subtract: 1, np.multiply: 2}
 RANK = 4  # operands and output are seen as 4-d (unit axes in front); higher ranks stay in numpy
 
@@ -133,8 +135,9 @@ def take_runs(x, start, step, inner, out):
                 dst[i * inner + j] = src[b + j]
 
 
-def translate(fn, args) -> list:
-    """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place."""
+def translate(fn, args, tuning: Tuning = DEFAULT_TUNING) -> list:
+    """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place (the
+    small-call twins that `tuning`, a Tuning, selects)."""
     from . import div_round, gemv_i32, gemv_vnni, rows_lean
     from .elementwise import take_axis
     from .lower_ops import _concat
@@ -143,12 +146,13 @@ def translate(fn, args) -> list:
     if fn is take_axis and all(a.flags.c_contiguous for a in (args[0], args[3])):
         x, start, step, out = args
         return [(take_runs, (x.reshape(x.shape[0], -1), start, step, out.shape[2], out.reshape(out.shape[0], -1)))]
-    if (small := gemv_vnni.translate(fn, args) or gemv_i32.translate(fn, args)
-            or rows_lean.translate_row(fn, args)) is not None:
-        return [rows_lean.translate(small)]
+    rows = tuning.gemv_max_rows
+    if (small := gemv_vnni.translate(fn, args, rows) or gemv_i32.translate(fn, args, rows)
+            or rows_lean.translate_row(fn, args, tuning)) is not None:
+        return [rows_lean.translate(small, tuning)]
     if (division := div_round.translate(fn, args, _strides, RANK)) is not None:
         return [division]
-    return [rows_lean.translate(_binary_call(fn, args))]
+    return [rows_lean.translate(_binary_call(fn, args), tuning)]
 
 
 def _concat_calls(parts, axis, out) -> list | None:
