@@ -6,7 +6,7 @@ probe (a typical 3x3 conv layer) timed alternately with it in the same run, on t
 (numba portable kernels, one thread, the per-step runner; thread CPU time), and the ratios become seconds
 on the reference machine through gas_calibration.REFERENCE_BASELINE_S, then gas at EIP-7904's anchor:
 
-    LARGE[row] = max over the row's probes of ceil(seconds_ref x anchor x FACTOR_SCALE / v1 units)
+    LARGE[row] = MEMORY_MARGIN x max over the row's probes of seconds_ref x anchor x FACTOR_SCALE / v1 units
 
 The probes are data-movement nodes over tensors of 64 MiB (far larger than any cache), each with its row's
 worst access pattern: gathers of random rows (one cache line or one element a row), transposes that read
@@ -145,21 +145,40 @@ def _cold(base, log) -> dict:
     cold(data), cold(heavy)  # warm the kernels and imports once: a store reloads models, not the process
     per_edge = float(np.median([cold(data) for _ in range(3)])) / (65 * MAX_NODE_INPUTS) / base.sample()
     per_byte = float(np.median([cold(heavy) for _ in range(3)])) / MIB64 / base.sample()
-    log(f"[gas_memory] edge: {per_edge:.3e} x baseline, constant byte: {per_byte:.3e} x baseline")
+    per_call = _call_seconds() / base.sample()
+    log(f"[gas_memory] edge: {per_edge:.3e}, constant byte: {per_byte:.3e}, call: {per_call:.3e} x baseline")
     return {"edge": {"row": "EDGE", "units": 1, "ratio": per_edge},
-            "constant_byte": {"row": "LOAD", "units": 1, "ratio": per_byte}}
+            "constant_byte": {"row": "LOAD", "units": 1, "ratio": per_byte},
+            "call": {"row": "CALL", "units": 1, "ratio": per_call}}
+
+
+def _call_seconds(calls: int = 2000) -> float:
+    """Thread seconds of one Model.run of a one-node model (a relu of one element): what every call pays
+    whatever it runs (input checks, a buffer set, the kernel call, the output), as the precompile calls it.
+    Schedule v2's CALL timed the prepared runner alone, without Model.run's checks."""
+    import cvm
+    b = cvm.GraphBuilder(opset=4)
+    model = b.build(b.op("relu", b.input("x", (1,), 8)))
+    x = np.ones((1, 1), np.int8)
+    model.run(x)
+    t = time.thread_time()
+    for _ in range(calls):
+        model.run(x)
+    return (time.thread_time() - t) / calls
 
 
 def derive(result: dict, anchor: float | None = None) -> dict:
-    """{row: gas per FACTOR_SCALE units (LARGE rows), or gas per edge / per constant byte}."""
-    from cvm import gas_v2
+    """{row: (gas per FACTOR_SCALE units of a LARGE row with its MEMORY_MARGIN, or gas per edge / per
+    constant byte / per call, the probe that set it)}."""
+    from cvm import gas_v2, gas_v3
     anchor = anchor or gas_v2.ANCHOR_GAS_PER_SECOND
     ref = result["reference_baseline_s"]
     rows: dict = {}
     for name, p in result["probes"].items():
         seconds = p["ratio"] * ref
-        scale = 1 if p["row"] in ("EDGE", "LOAD") else gas_v2.FACTOR_SCALE
-        need = seconds * anchor * scale / p["units"]
+        scale = 1 if p["row"] in ("EDGE", "LOAD", "CALL") else gas_v2.FACTOR_SCALE
+        margin = gas_v3.MEMORY_MARGIN if p["row"] in gas_v3.LARGE else 1
+        need = margin * seconds * anchor * scale / p["units"]
         if need > rows.get(p["row"], (0, ""))[0]:
             rows[p["row"]] = (need, name)
     return rows
@@ -168,7 +187,7 @@ def derive(result: dict, anchor: float | None = None) -> dict:
 def cmd_constants(path: str) -> int:
     from cvm import gas_v3
     rows = derive(json.loads(Path(path).read_text()))
-    committed = {**gas_v3.LARGE, "EDGE": gas_v3.EDGE, "LOAD": gas_v3.LOAD_NUM / gas_v3.LOAD_DEN}
+    committed = {**gas_v3.LARGE, "EDGE": gas_v3.EDGE, "LOAD": gas_v3.LOAD_NUM / gas_v3.LOAD_DEN, "CALL": gas_v3.CALL}
     for row, (need, probe) in sorted(rows.items()):
         print(f"{row:<10} needs {need:10.4g} (probe {probe}); committed {committed.get(row)}")
     return 0
