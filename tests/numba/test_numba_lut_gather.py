@@ -17,16 +17,16 @@ pytestmark = needs_vnni
 
 
 @SETTINGS
-@given(rows_case(), st.booleans())
-def test_gather_twin_equals_copy_rows(case, one_multiplier):
+@given(rows_case(), st.booleans(), st.booleans())
+def test_gather_twin_equals_copy_rows(case, one_multiplier, special):
     """Per-channel multipliers (copy_rows_g) and one multiplier for every channel (copy_flat_g, where
-    the call is one block written whole)."""
+    the call is one block written whole and Tuning.special is on)."""
     mul, head, (m1, m2, ost, res), out, tail, (b0, b1) = case
     if one_multiplier:
         m1 = np.full_like(m1, m1[0])
     kernel = fused.mul_rows if mul else fused.copy_rows
     got = out.copy()
-    twin = rows_lean._gather_twin(kernel, (*head, m1, m2, ost, res, got, *tail, b0, b1))
+    twin = rows_lean._gather_twin(kernel, (*head, m1, m2, ost, res, got, *tail, b0, b1), special)
     takes = not mul and ost[LUT1] != 0 and ost[HAS_RESIDUAL] == 0
     assert (twin is not None) == takes
     if twin is None:
@@ -51,7 +51,7 @@ def test_a_gate_chain_of_one_multiplier_takes_the_flat_kernel():
     res = np.zeros((1, 1), np.int16)
     want, got = np.zeros((8, 96), np.int16), np.zeros((8, 96), np.int16)
     fused.copy_rows(x, mult, mult, ost, res, want, np.int64(0), 0, 1)
-    fn, args = rows_lean._gather_twin(fused.copy_rows, (x, mult, mult, ost, res, got, np.int64(0), 0, 1))
+    fn, args = rows_lean._gather_twin(fused.copy_rows, (x, mult, mult, ost, res, got, np.int64(0), 0, 1), special=True)
     assert fn is copy_flat_g
     fn(*args)
     np.testing.assert_array_equal(got, want)
