@@ -32,8 +32,9 @@ from typing import Mapping
 from . import gas_v2
 from .gas import Schedule
 
-CALL = 200  # per call: one Model.run of a one-node model, 3.3 us (v2's CALL, 175, timed the prepared runner alone)
-MEMORY_MARGIN = 2  # LARGE rows are priced at twice their measured worst (below)
+MEMORY_MARGIN = 2  # LARGE rows and CALL are priced at twice their measured worst (below)
+CALL = 400  # per call: MEMORY_MARGIN x one Model.run of a one-node model (3.3 us thread time, 7.5 us wall beside
+# other jobs; v2's CALL, 175, timed the prepared runner alone): allocation- and scheduler-bound, like memory
 EDGE = 99  # per input a node lists: decoding, verifying and planning one distinct listing (1.65 us, reference machine)
 LOAD_NUM, LOAD_DEN = 1, 5  # per constant byte, once per call: decoding, keccak, verifying, planning (~2.8 ns a byte)
 LARGE_ELEMENTS = 1 << 16  # a data-movement node's largest operand per sample above this is priced LARGE

@@ -10,7 +10,7 @@ registered at whatever opsets come later:
 
 Schedule v1 (opsets 1, 2): 3000 + gas * batch + 3 per byte. Schedule v2 (opset 3, priced by time,
 cvm.gas_v2): CALL (175) + gas * batch + 1 per 16 bytes (rounded up), model.gas itself priced by v2.
-Schedule v3 (opset 4, cvm.gas_v3): CALL 200, plus 1 gas per 5 constant bytes in the base (loading).
+Schedule v3 (opset 4, cvm.gas_v3): CALL 400, plus 1 gas per 5 constant bytes in the base (loading).
 
 An unknown model, a malformed call, a wrong input length or too little gas raise a VMError: the
 call fails, consumes all the gas given to it, and touches no state. So does any other failure

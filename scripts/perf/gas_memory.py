@@ -177,7 +177,7 @@ def derive(result: dict, anchor: float | None = None) -> dict:
     for name, p in result["probes"].items():
         seconds = p["ratio"] * ref
         scale = 1 if p["row"] in ("EDGE", "LOAD", "CALL") else gas_v2.FACTOR_SCALE
-        margin = gas_v3.MEMORY_MARGIN if p["row"] in gas_v3.LARGE else 1
+        margin = gas_v3.MEMORY_MARGIN if p["row"] in gas_v3.LARGE or p["row"] == "CALL" else 1
         need = margin * seconds * anchor * scale / p["units"]
         if need > rows.get(p["row"], (0, ""))[0]:
             rows[p["row"]] = (need, name)
