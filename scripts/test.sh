@@ -5,7 +5,7 @@
 #      unit, property-based, conformance, chain, anvil;
 #   2. the FHE tests, the hash-stability tests and the numba backend's equality tests in .venv-fhe
 #      (concrete-python, numpy 1.x);
-#   3. the conformance suites (v1, v2 and v3) in a 32-bit x86 Debian userland (when running as root, as CI does).
+#   3. the conformance suites (v1 to v4) in a 32-bit x86 Debian userland (when running as root, as CI does).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -28,5 +28,6 @@ if [ "$(id -u)" = 0 ] && [ "${CVM_SKIP_XPLAT:-0}" != 1 ]; then
   bash scripts/crossplatform/run.sh i386 || status=1
   CVM_CONFORMANCE_DIR=fixtures/conformance/v2 bash scripts/crossplatform/run.sh i386 || status=1
   CVM_CONFORMANCE_DIR=fixtures/conformance/v3 bash scripts/crossplatform/run.sh i386 || status=1
+  CVM_CONFORMANCE_DIR=fixtures/conformance/v4 bash scripts/crossplatform/run.sh i386 || status=1
 fi
 exit $status
