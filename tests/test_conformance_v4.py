@@ -3,12 +3,13 @@ in opset 4 (the same nodes, constants, inputs and output hashes, new model hashe
 the corners of schedule v3 (large nodes of every LARGE row, the same at the threshold, a node listing
 MAX_NODE_INPUTS inputs); regenerating gives the same bytes; the reference and numba backends pass it;
 suites v1-v3 are untouched (their own tests)."""
-from pathlib import Path
 
 import pytest
 
 from cvm import gas_v2, gas_v3, load
-from cvm.conformance import DEFAULT_DIR, generate, read_manifest, run_suite
+from suite_files import assert_regenerates
+
+from cvm.conformance import DEFAULT_DIR, read_manifest, run_suite
 from cvm.ops import OPSETS
 
 SUITE = DEFAULT_DIR.parent / "v4"
@@ -16,18 +17,8 @@ MANIFEST = read_manifest(SUITE)
 V3 = {c["name"]: c for c in read_manifest(DEFAULT_DIR.parent / "v3")["cases"]}
 
 
-def _files(d: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*"))
-            if p.is_file() and p.name != "platforms.json"}
-
-
 def test_regenerating_gives_the_same_bytes(tmp_path):
-    generate(tmp_path, version=4)
-    committed, fresh = _files(SUITE), _files(tmp_path)
-    assert sorted(fresh) == sorted(committed), "run `python -m cvm.conformance generate fixtures/conformance/v4 " \
-                                               "--version 4` and commit the suite"
-    changed = [name for name in fresh if fresh[name] != committed[name]]
-    assert not changed, f"regenerated files differ: {changed[:5]} (suite v4 is frozen once shipped)"
+    assert_regenerates(SUITE, 4, tmp_path)
 
 
 def test_every_v3_case_is_there_in_opset_4_with_its_outputs():
