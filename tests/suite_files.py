@@ -18,3 +18,15 @@ def assert_regenerates(suite: Path, version: int, tmp_path: Path) -> None:
         f"run `python -m cvm.conformance generate {where} --version {version}` and commit the suite"
     changed = [name for name in fresh if fresh[name] != committed[name]]
     assert not changed, f"regenerated files differ: {changed[:5]} (suite v{version} is frozen once shipped)"
+
+
+def assert_recorded_platforms(suite: Path, manifest: dict) -> None:
+    """platforms.json: scripts/crossplatform/run.sh i386|arm64 --record (CVM_CONFORMANCE_DIR pointing at the
+    suite) and the host (`cvm conformance ... --json`, `python -m cvm.conformance record`): x86-64, 32-bit x86
+    (where a reference that indexes with int64 breaks: np.take casts indices to intp) and ARM passed every case."""
+    import json
+    platforms = json.loads((suite / "platforms.json").read_text())["platforms"]
+    assert {"x86_64", "i686", "aarch64"} <= {p["machine"] for p in platforms}
+    for p in platforms:
+        assert p["passed"] == p["cases"] == len(manifest["cases"]) and not p["failed"], p["label"]
+        assert p["suite_version"] == manifest["version"], p["label"]

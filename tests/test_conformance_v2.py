@@ -1,11 +1,10 @@
 """Conformance suite v2: the opset-1 op cases of v1, byte for byte, and cases of every opset-2 op; each
 case names its opset; regenerating gives the same bytes; the reference and numba backends pass it."""
-import json
 
 import pytest
 
 from cvm import load
-from suite_files import assert_regenerates
+from suite_files import assert_recorded_platforms, assert_regenerates
 
 from cvm.conformance import DEFAULT_DIR, read_manifest, run_suite
 from cvm.ops import OPSET_V1, OPSETS
@@ -48,10 +47,4 @@ def test_backends_pass_the_opset_2_cases(backend):
 
 
 def test_recorded_platforms_passed_every_case():
-    """platforms.json: the runs of scripts/crossplatform/run.sh ... --record (CVM_CONFORMANCE_DIR pointing
-    here) and of the host; 32-bit x86 is where a reference that indexes with int64 breaks (np.take casts
-    indices to intp, 32 bits there)."""
-    platforms = json.loads((SUITE / "platforms.json").read_text())["platforms"]
-    assert {"x86_64", "i686", "aarch64"} <= {p["machine"] for p in platforms}
-    for p in platforms:
-        assert p["passed"] == p["cases"] > 0 and not p["failed"] and p["suite_version"] == MANIFEST["version"], p["label"]
+    assert_recorded_platforms(SUITE, MANIFEST)

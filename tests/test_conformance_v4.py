@@ -7,7 +7,7 @@ suites v1-v3 are untouched (their own tests)."""
 import pytest
 
 from cvm import gas_v2, gas_v3, load
-from suite_files import assert_regenerates
+from suite_files import assert_recorded_platforms, assert_regenerates
 
 from cvm.conformance import DEFAULT_DIR, read_manifest, run_suite
 from cvm.ops import OPSETS
@@ -54,11 +54,4 @@ def test_backends_pass_suite_v4(backend):
 
 
 def test_recorded_platforms_passed_every_case():
-    """platforms.json: scripts/crossplatform/run.sh i386|arm64 --record with CVM_CONFORMANCE_DIR pointing
-    here, and the host (`cvm conformance ... --json`, `python -m cvm.conformance record`)."""
-    import json
-    platforms = json.loads((SUITE / "platforms.json").read_text())["platforms"]
-    assert {"x86_64", "i686", "aarch64"} <= {p["machine"] for p in platforms}
-    for p in platforms:
-        assert p["passed"] == p["cases"] == len(MANIFEST["cases"]) and not p["failed"], p["label"]
-        assert p["suite_version"] == MANIFEST["version"], p["label"]
+    assert_recorded_platforms(SUITE, MANIFEST)
