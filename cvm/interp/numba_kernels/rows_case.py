@@ -8,8 +8,9 @@ measured 235 ns for a gate product where 23 ns do (compiled loop, one thread, th
 vectorized the int32-output loop four wide, so a row of 32 values took its scalar remainder, and each
 row paid the vectorized loop's alias checks. Here the output step is picked when the call is bound
 (it is known then) and a call of one block runs as one loop over rows x channels, the per-channel
-multipliers tiled to every row at bind time (`mul_rows`, `dense_rows`, `dense16_rows`: the call, or
-None where another kernel serves it; the whole-plan runner asks only with Tuning.special on). The arithmetic is conv.out_rows', value for value: the
+multipliers tiled to every row at bind time (row_twins' `mul_rows`, `dense_rows`, `dense16_rows`
+choose them: the call, or None where another kernel serves it; the whole-plan runner asks only with
+Tuning.special on). The arithmetic is conv.out_rows', value for value: the
 accumulator (the int32 product, or the int32 sum) widened to int64, stage 1, the residual added in
 int64, stage 2. The plain twins are the kernels they replace (tests/numba/test_numba_rows_case.py).
 """
@@ -18,26 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import kargs
 from .dense16 import _block as _block16
-from .fused import BLOCK_ROWS
-from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT2, RND, RND2, SHIFT, SHIFT2
-from .tuning import DEFAULT_TUNING, Tuning
-
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-
-def case(ost: np.ndarray) -> str | None:
-    """"p", "r" or None (a lut, or a residual that is requantized first: rows_lean's general loops)."""
-    if ost[LUT1] != 0 or ost[LUT2] != 0:
-        return None
-    if ost[HAS_RESIDUAL] == 0:
-        return "p"
-    if "rmul" in kargs.OST:  # (a residual requant: only where the planner absorbed one)
-        f = {n: int(ost[kargs.OST.index(n)]) for n in ("rmul", "rshift", "rlo", "rhi")}
-        if not (f["rmul"] == 1 and f["rshift"] == 0 and f["rlo"] <= INT32_MIN and f["rhi"] >= INT32_MAX):
-            return None
-    return "r"
+from .kargs import HI, HI2, LO, LO2, RND, RND2, SHIFT, SHIFT2
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -221,91 +204,3 @@ def dense16_flat_r(x, wp, last, bias, mult, mult2, ost, res, out, s, sf):
     """rows_lean.dense16_rows_l of case "r"."""
     _block16(x, 0, s.shape[0], wp, last, bias, s)
     _finish_r(sf, mult, mult2, ost, res, out)
-
-
-def _tile(m: np.ndarray, rows: int) -> np.ndarray:
-    return np.ascontiguousarray(np.tile(m.reshape(-1), rows))
-
-
-def uniform(mult: np.ndarray) -> int | None:
-    """The one multiplier of every channel, or None when they differ."""
-    m = mult.reshape(-1)
-    return int(m[0]) if m.size and (m == m[0]).all() else None
-
-
-def _flat(a: np.ndarray) -> np.ndarray | None:
-    return a.reshape(-1) if a.flags.c_contiguous else None
-
-
-def _whole(rows: int, b0, b1) -> bool:
-    """One block, run whole (the flat kernels ignore block ranges: they serve single calls)."""
-    return rows <= BLOCK_ROWS and (int(b0), int(b1)) == (0, 1)
-
-
-def mul_rows(args) -> tuple | None:
-    """The flat kernel call for a fused.mul_rows call, or None."""
-    x, sc, mult, mult2, ost, res, out, hw, b0, b1 = args
-    rows, c = x.shape
-    if (k := case(ost)) is None or hw != 1 or not _whole(rows, b0, b1) or out.shape != x.shape:
-        return None
-    if any(_flat(a) is None for a in (x, sc, out)) or sc.shape != x.shape:
-        return None
-    m, m2 = uniform(mult), uniform(mult2)
-    if k == "p":
-        if m is not None:
-            return mul_flat_p1, (x.reshape(-1), sc.reshape(-1), m, ost, out.reshape(-1))
-        return mul_flat_p, (x.reshape(-1), sc.reshape(-1), _tile(mult, rows), ost, out.reshape(-1))
-    if res.shape != out.shape or not res.flags.c_contiguous:
-        return None
-    if m is not None and m2 is not None:
-        return mul_flat_r1, (x.reshape(-1), sc.reshape(-1), m, m2, ost, res.reshape(-1), out.reshape(-1))
-    return mul_flat_r, (x.reshape(-1), sc.reshape(-1), _tile(mult, rows), _tile(mult2, rows), ost, res.reshape(-1),
-                        out.reshape(-1))
-
-
-def _rowwise(og: int, tuning: Tuning) -> bool:
-    """A dense layer's output step row by row (multipliers untiled): Tuning.rowwise, og a multiple of
-    Tuning.row_width."""
-    return tuning.rowwise and og % tuning.row_width == 0
-
-
-def dense_rows(args, tuning: Tuning = DEFAULT_TUNING) -> tuple | None:
-    """The flat kernel call for a gemv_i32.dense_rows_i32 call (rows_lean's K <= 4 twin), or None."""
-    x, w, bias, mult, mult2, ost, res, out, s = args
-    rows, og = out.shape
-    if (k := case(ost)) is None or not out.flags.c_contiguous or s.shape != out.shape:
-        return None
-    wt = np.ascontiguousarray(w[0].T)
-    if _rowwise(og, tuning):
-        if k == "p":
-            return dense_row_p, (x, wt, bias, mult[0], ost, out, s)
-        if res.shape != out.shape or not res.flags.c_contiguous:
-            return None
-        return dense_row_r, (x, wt, bias, mult[0], mult2[0], ost, res, out, s)
-    if k == "p":
-        return dense_flat_p, (x, wt, bias, _tile(mult[0], rows), ost, out.reshape(-1), s, s.reshape(-1))
-    if res.shape != out.shape or not res.flags.c_contiguous:
-        return None
-    return dense_flat_r, (x, wt, bias, _tile(mult[0], rows), _tile(mult2[0], rows), ost, res.reshape(-1),
-                          out.reshape(-1), s, s.reshape(-1))
-
-
-def dense16_rows(args, tuning: Tuning = DEFAULT_TUNING) -> tuple | None:
-    """The flat kernel call for a dense16.dense_vnni16 call of one block, or None."""
-    x, wp, last, bias, mult, mult2, ost, res, out, geo, b0, b1 = args
-    rows, og = out.shape
-    if (k := case(ost)) is None or not out.flags.c_contiguous or bias.shape[0] != og:
-        return None
-    s = np.empty((rows, og), np.int32)
-    if _rowwise(og, tuning):
-        if k == "p":
-            return dense16_row_p, (x, wp, last, bias, mult, ost, out, s)
-        if res.shape != out.shape or not res.flags.c_contiguous:
-            return None
-        return dense16_row_r, (x, wp, last, bias, mult, mult2, ost, res, out, s)
-    if k == "p":
-        return dense16_flat_p, (x, wp, last, bias, _tile(mult, rows), ost, out.reshape(-1), s, s.reshape(-1))
-    if res.shape != out.shape or not res.flags.c_contiguous:
-        return None
-    return dense16_flat_r, (x, wp, last, bias, _tile(mult, rows), _tile(mult2, rows), ost, res.reshape(-1),
-                            out.reshape(-1), s, s.reshape(-1))

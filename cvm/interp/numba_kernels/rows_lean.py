@@ -12,8 +12,8 @@ verifier proved fits it), then every stage is int64, and each lut reads the tabl
 value minus the table's offset. The loop is picked once per call from the output step's fields, so
 that the cases without a lut keep a branch-free inner loop.
 
-The whole-plan runner calls them in place of the originals (`translate_row` for the fused row kernels,
-`translate` for the dense layers); the per-step path keeps the originals, their plain twins. Tuning.lean
+The whole-plan runner calls them in place of the originals (row_twins.translate_row for the fused row
+kernels, row_twins.translate for the dense layers); the per-step path keeps the originals, their plain twins. Tuning.lean
 off turns every twin off (the originals run in the program: in-process A/B, scripts/perf/ab_flags.py).
 After a change to the output step's layout (kargs.OST) or its arithmetic (conv.out_rows, which
 finish_rows repeats), change this file to match.
@@ -23,12 +23,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import rows_case
-from .dense16 import BLOCK_ROWS as DENSE16_BLOCK_ROWS, _block as _block16, dense_vnni16
-from .fused import BLOCK_ROWS, copy_rows, mul_rows
+from .dense16 import _block as _block16
+from .fused import BLOCK_ROWS
 from .kargs import HAS_RESIDUAL, HI, HI2, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, RND, RND2, SHIFT, SHIFT2
-from .simd import host_has_vnni
-from .tuning import Tuning
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -199,52 +196,3 @@ def copy_rows_f(x, mult, mult2, ost, res, out, c0, b0, b1, s):
             for ch in range(c):
                 acc[ch] = xr[ch]
         finish_rows(s, nrows, out, r0, c0, mult, mult2, ost, res)
-
-
-def translate_row(fn, args, tuning: Tuning) -> tuple | None:
-    """The twin call for a fused.mul_rows / copy_rows call, else None (or with tuning.lean off): the
-    gather twin (tuning.gather), rows_case's (tuning.special), one pass for up to tuning.lean_max_rows
-    rows, or the same loops on a scratch allocated here, once, with finish_rows."""
-    if not tuning.lean or (fn is not mul_rows and fn is not copy_rows):
-        return None
-    if tuning.gather and (g := _gather_twin(fn, args, tuning.special)) is not None:
-        return g
-    if fn is mul_rows and tuning.special and (flat := rows_case.mul_rows(args)) is not None:
-        return flat
-    if args[0].shape[0] <= tuning.lean_max_rows:
-        return (mul_rows_l if fn is mul_rows else copy_rows_l), args
-    x = args[0]
-    s = np.empty((min(BLOCK_ROWS, x.shape[0]), x.shape[1]), np.int32)
-    return (mul_rows_f if fn is mul_rows else copy_rows_f), (*args, s)
-
-
-def _gather_twin(fn, args, special: bool) -> tuple | None:
-    """(lut_gather.copy_rows_g, args + its scratch row and int32 table) for a copy_rows call whose
-    output step is one lut and no residual, on a host with AVX-512 (numba compiling for it); else None.
-    special: the flat form (copy_flat_g) for one block of one multiplier."""
-    ost = args[3]
-    if not (fn is copy_rows and ost[LUT1] != 0 and ost[HAS_RESIDUAL] == 0 and host_has_vnni()):
-        return None
-    from .lut_gather import copy_flat_g, copy_rows_g
-    if np.abs(ost[ost[LUT1]:]).max(initial=0) >= 1 << 31:
-        return None
-    x, mult, out, c0, b0, b1 = args[0], args[1], args[5], args[6], args[7], args[8]
-    if (special and (m := rows_case.uniform(mult)) is not None and x.flags.c_contiguous
-            and out.flags.c_contiguous and out.shape == x.shape and int(c0) == 0
-            and (int(b0), int(b1)) == (0, 1) and x.shape[0] <= BLOCK_ROWS):
-        return copy_flat_g, (x.reshape(-1), m, ost, out.reshape(-1), np.empty(x.size, np.int32), ost.astype(np.int32))
-    return copy_rows_g, (*args, np.empty((min(BLOCK_ROWS, x.shape[0]), x.shape[1]), np.int32), ost.astype(np.int32))
-
-
-def translate(call: tuple, tuning: Tuning) -> tuple:
-    """call (fn, args), as the whole-plan runner translated it, or its one-pass twin (tuning.lean;
-    rows_case's where tuning.special)."""
-    from .gemv_i32 import dense_rows_i32
-    fn, args = call
-    special = tuning.special
-    if tuning.lean and fn is dense_vnni16 and args[8].shape[0] <= DENSE16_BLOCK_ROWS and tuple(args[10:12]) == (0, 1):
-        return (special and rows_case.dense16_rows(args, tuning)) or (
-            dense16_rows_l, (*args, np.empty((args[8].shape[0], args[3].shape[0]), np.int32)))
-    if tuning.lean and fn is dense_rows_i32 and args[1].shape[2] <= tuning.max_dense_k:
-        return (special and rows_case.dense_rows(args, tuning)) or (dense_rows_l, args)
-    return call

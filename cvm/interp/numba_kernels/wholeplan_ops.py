@@ -138,7 +138,7 @@ def take_runs(x, start, step, inner, out):
 def translate(fn, args, tuning: Tuning = DEFAULT_TUNING) -> list:
     """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place (the
     small-call twins that `tuning`, a Tuning, selects)."""
-    from . import div_round, gemv_i32, gemv_vnni, rows_lean
+    from . import div_round, gemv_i32, gemv_vnni, row_twins
     from .elementwise import take_axis
     from .lower_ops import _concat
     if fn is _concat:
@@ -148,11 +148,11 @@ def translate(fn, args, tuning: Tuning = DEFAULT_TUNING) -> list:
         return [(take_runs, (x.reshape(x.shape[0], -1), start, step, out.shape[2], out.reshape(out.shape[0], -1)))]
     rows = tuning.gemv_max_rows
     if (small := gemv_vnni.translate(fn, args, rows) or gemv_i32.translate(fn, args, rows)
-            or rows_lean.translate_row(fn, args, tuning)) is not None:
-        return [rows_lean.translate(small, tuning)]
+            or row_twins.translate_row(fn, args, tuning)) is not None:
+        return [row_twins.translate(small, tuning)]
     if (division := div_round.translate(fn, args, _strides, RANK)) is not None:
         return [division]
-    return [rows_lean.translate(_binary_call(fn, args), tuning)]
+    return [row_twins.translate(_binary_call(fn, args), tuning)]
 
 
 def _concat_calls(parts, axis, out) -> list | None:
