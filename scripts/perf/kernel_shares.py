@@ -42,6 +42,7 @@ def main() -> None:
     import kernel_shares  # this file under its module name, so that the generated steps import noop
     from cvm.interp import numba as nb
     from cvm.interp.numba_kernels import wholeplan_ops
+    from cvm.interp.numba_kernels.calls import Call
     model = cvm.load(a.model)
     inp = model.inputs[0]
     lim = (1 << (inp.bits - 1)) - 1
@@ -49,17 +50,17 @@ def main() -> None:
     orig, seen = wholeplan_ops.translate, collections.Counter()
 
     def emptying(target):
-        def translate(fn, args, *tuning):
+        def translate(c, *tuning):
             out = []
-            for f, fa in orig(fn, args, *tuning):
-                name = getattr(f, "__name__", str(f))
+            for t in orig(c, *tuning):
+                name = getattr(t.fn, "__name__", str(t.fn))
                 seen[name] += 1
                 if name != target:
-                    out.append((f, fa))
+                    out.append(t)
                 elif a.twice:
-                    out += [(f, fa), (f, fa)]
+                    out += [t, t]
                 else:
-                    out.append((kernel_shares.noop, fa))
+                    out.append(Call(kernel_shares.noop, t.args))
             return out
         return translate
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from cvm.arith import div_round, div_round_into
 from cvm.interp.numba_kernels import div_round as kernel
 from cvm.interp.numba_kernels import wholeplan_ops
+from cvm.interp.numba_kernels.calls import call
 
 EXAMPLES = max(1, int(os.environ.get("CVM_HYPOTHESIS_EXAMPLES", "1000")) // 5)
 I32 = (-(1 << 31), (1 << 31) - 1)
@@ -35,7 +36,8 @@ def division(draw):
 def test_compiled_division_equals_the_spec(case):
     x, d = case
     out = np.empty(np.broadcast_shapes(x.shape, d.shape), np.int64)
-    fn, args = kernel.translate(div_round_into, (x, d, out, None), wholeplan_ops._strides, wholeplan_ops.RANK)
+    [(fn, args)] = wholeplan_ops.translate(call(div_round_into, x, d, out, None))
+    assert fn is kernel.div_round4
     fn(*args)
     xb, db = np.broadcast_arrays(x, d)
     want = np.array([div_round(int(a), int(b)) for a, b in zip(xb.reshape(-1), db.reshape(-1))], dtype=object)
@@ -45,6 +47,7 @@ def test_compiled_division_equals_the_spec(case):
 def test_wide_operands_and_strided_ones_stay_in_numpy():
     out = np.empty((2, 3), np.int64)
     x64, d = np.ones((2, 3), np.int64), np.ones((2, 1), np.int32)
-    assert kernel.translate(div_round_into, (x64, d, out, None), wholeplan_ops._strides, 4) is None
-    strided = np.ones((2, 6), np.int32)[:, ::2]
-    assert kernel.translate(div_round_into, (strided, d, out, None), wholeplan_ops._strides, 4) is None
+    wide = call(div_round_into, x64, d, out, None)
+    assert wholeplan_ops.translate(wide) == [wide]
+    strided = call(div_round_into, np.ones((2, 6), np.int32)[:, ::2], d, out, None)
+    assert wholeplan_ops.translate(strided) == [strided]

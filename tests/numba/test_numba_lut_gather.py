@@ -1,5 +1,5 @@
 """The AVX-512 gather twin of a requant -> lut row chain (numba_kernels.lut_gather.copy_rows_g, picked by
-row_twins.translate_row in the whole-plan program) writes what fused.copy_rows writes, byte for byte,
+row_twins' gather choosers in the whole-plan program) writes what fused.copy_rows writes, byte for byte,
 over the output steps it takes (one lut, no residual: every clamp, table, block range, channel offset,
 input width and row count of numba_helpers.rows_case), and is not picked for the others.
 Skipped where the host has no AVX-512 VNNI (the twin is never picked there)."""
@@ -10,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cvm.interp.numba_kernels import fused, row_twins
+from cvm.interp.numba_kernels.calls import call
+from cvm.interp.numba_kernels.tuning import DEFAULT_TUNING
 from cvm.interp.numba_kernels.kargs import HAS_RESIDUAL, LUT1
 from numba_helpers import SETTINGS, needs_vnni, rows_case
 
@@ -26,7 +28,8 @@ def test_gather_twin_equals_copy_rows(case, one_multiplier, special):
         m1 = np.full_like(m1, m1[0])
     kernel = fused.mul_rows if mul else fused.copy_rows
     got = out.copy()
-    twin = row_twins._gather_twin(kernel, (*head, m1, m2, ost, res, got, *tail, b0, b1), special)
+    c = call(kernel, *head, m1, m2, ost, res, got, *tail, b0, b1)
+    twin = None if mul else (special and row_twins.gather_flat(c, DEFAULT_TUNING)) or row_twins.gather(c, DEFAULT_TUNING)
     takes = not mul and ost[LUT1] != 0 and ost[HAS_RESIDUAL] == 0
     assert (twin is not None) == takes
     if twin is None:
@@ -51,7 +54,8 @@ def test_a_gate_chain_of_one_multiplier_takes_the_flat_kernel():
     res = np.zeros((1, 1), np.int16)
     want, got = np.zeros((8, 96), np.int16), np.zeros((8, 96), np.int16)
     fused.copy_rows(x, mult, mult, ost, res, want, np.int64(0), 0, 1)
-    fn, args = row_twins._gather_twin(fused.copy_rows, (x, mult, mult, ost, res, got, np.int64(0), 0, 1), special=True)
+    fn, args = row_twins.gather_flat(call(fused.copy_rows, x, mult, mult, ost, res, got, np.int64(0), 0, 1),
+                                     DEFAULT_TUNING)
     assert fn is copy_flat_g
     fn(*args)
     np.testing.assert_array_equal(got, want)

@@ -6,14 +6,19 @@ those without a lut, and refuse the rest, the others' block ranges and per-sampl
 Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cvm.interp.numba_kernels import dense16, fused, row_twins, rows_case
+from cvm.interp.numba_kernels import calls, dense16, fused, row_twins, rows_case
 from cvm.interp.numba_kernels.gemv_i32 import dense_rows_i32
 from cvm.interp.numba_kernels.kargs import HAS_RESIDUAL, LUT1, LUT2
+from cvm.interp.numba_kernels.tuning import DEFAULT_TUNING
 from numba_helpers import SETTINGS, dense_case, needs_vnni, rows_case as rows_call
+
+ANY_K = dataclasses.replace(DEFAULT_TUNING, max_dense_k=1 << 20)  # (the twins' own K limit not under test)
 
 
 def _takes(ost, res, out) -> bool:
@@ -31,7 +36,7 @@ def test_flat_mul_rows_equal_fused_mul_rows(case, one_multiplier):
     if one_multiplier:
         m1, m2 = np.full_like(m1, m1[0]), np.full_like(m2, m2[0])
     got = out.copy()
-    call = row_twins.mul_rows((*head, m1, m2, ost, res, got, *tail, b0, b1))
+    call = row_twins.mul_case(calls.call(fused.mul_rows, *head, m1, m2, ost, res, got, *tail, b0, b1), ANY_K)
     whole = tail[0] == 1 and (b0, b1) == (0, 1) and head[0].shape[0] <= fused.BLOCK_ROWS
     assert (call is not None) == (whole and _takes(ost, res, out))
     if call is None:
@@ -48,7 +53,7 @@ def test_flat_dense_equals_dense_rows_i32(case, wide):
     """Any width (flat, multipliers tiled) and widths of 64 channels (row by row: Tuning.rowwise)."""
     x, w, bias, m1, m2, ost, res, out = _channels_of(case, 64) if wide else case
     got = out.copy()
-    call = row_twins.dense_rows((x, w, bias, m1, m2, ost, res, got, np.empty(out.shape, np.int32)))
+    call = _dense(calls.call(dense_rows_i32, x, w, bias, m1, m2, ost, res, got, np.empty(out.shape, np.int32)))
     assert (call is not None) == _takes(ost, res, out)
     if call is None:
         return
@@ -57,6 +62,12 @@ def test_flat_dense_equals_dense_rows_i32(case, wide):
     dense_rows_i32(x, w, bias, m1, m2, ost, res, want, np.empty(out.shape, np.int32))
     call[0](*call[1])
     np.testing.assert_array_equal(got, want)
+
+
+def _dense(c):
+    """rows_case's kernel for a dense layer's call (row by row where Tuning.rowwise takes it, else flat),
+    or None."""
+    return row_twins.dense_row(c, ANY_K) or row_twins.dense_flat(c, ANY_K)
 
 
 def _channels_of(case, multiple: int):
@@ -84,7 +95,7 @@ def test_flat_dense16_equals_dense_vnni16(case, multiple):
     b[:bias.shape[1]] = bias[0]
     geo = np.zeros(14, np.int64)
     got = out.copy()
-    call = row_twins.dense16_rows((x16, wp, last, b, m1[0], m2[0], ost, res, got, geo, 0, 1))
+    call = _dense(calls.call(dense16.dense_vnni16, x16, wp, last, b, m1[0], m2[0], ost, res, got, geo, 0, 1))
     assert (call is not None) == (_takes(ost, res, out) and b.shape[0] == out.shape[1])
     if call is None:
         return

@@ -8,7 +8,6 @@ split between threads. The recurrent cells and the fixtures run entirely inside 
 Derandomized hypothesis; CVM_HYPOTHESIS_EXAMPLES scales the examples (default 1000, as CI runs)."""
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ import cvm
 from cvm.interp import numba as nb
 from cvm.interp import reference
 from cvm.interp.numba_kernels import wholeplan_gen, wholeplan_ops
+from cvm.interp.numba_kernels.calls import Ufunc, call
 from numba_helpers import EXAMPLES, ISAS, SETTINGS, assert_same
 from strategies import FAMILIES, chain_case, finish, op_case, values
 
@@ -141,11 +141,11 @@ def test_binary_kernel_equals_numpy_ufunc(data):
         info = np.iinfo(dt)
         operands.append(values(draw, shape, int(info.min), int(info.max)).astype(dt))
     out_dt = draw(st.sampled_from([d for d in dtypes if np.dtype(d).itemsize <= np.dtype(calc).itemsize]))
-    fn = functools.partial(ufunc, dtype=calc, casting="unsafe")
+    fn = Ufunc(ufunc, calc)
     want = np.empty(out_shape, out_dt)
     fn(*operands, want)
     got = np.empty(out_shape, out_dt)
-    [(kernel, args)] = wholeplan_ops.translate(fn, (*operands, got))
+    [(kernel, args)] = wholeplan_ops.translate(call(fn, *operands, got))
     assert kernel is wholeplan_ops.binary
     kernel(*args)
     np.testing.assert_array_equal(got, want)
@@ -218,7 +218,7 @@ def test_a_kernel_that_raises_stops_the_program():
     """A kernel's exception inside the program (a cfunc prints it) stops the run with an error."""
     from cvm.interp.numba_kernels import elementwise, wholeplan
     x, out = np.arange(8, dtype=np.int32), np.zeros(8, np.int32)
-    bound = wholeplan.bind([(elementwise.div_const, (x, 0, out))], [("x", x)], [("y", out)])
+    bound = wholeplan.bind([call(elementwise.div_const, x, 0, out)], [("x", x)], [("y", out)])
     [(run, args)] = bound.calls
     with pytest.raises(RuntimeError, match="raised"):
         run(*args)

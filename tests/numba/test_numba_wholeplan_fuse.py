@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cvm.interp.numba_kernels import wholeplan_fuse
+from cvm.interp.numba_kernels.calls import call, twin
 from cvm.interp.numba_kernels.lut_gather import copy_cols_g, copy_flat_g
 from cvm.interp.numba_kernels.kargs import RND2
 from cvm.interp.numba_kernels.plan import OPEN_HI, OPEN_LO, OutputStep
@@ -51,8 +52,8 @@ def _pair(rows=8, width=128, c0=32, w=32):
     buf = np.empty((rows, w), np.int32)
     ost = _gate(rng, w, 3001, 20)
     dst = np.empty(rows * w, np.int16)
-    reader = (copy_flat_g, (buf.reshape(-1), 3001, ost, dst, np.empty(rows * w, np.int32), ost.astype(np.int32)))
-    return (take_runs, (x, c0, 1, 1, buf)), reader, x, buf, dst
+    reader = call(copy_flat_g, buf.reshape(-1), 3001, ost, dst, np.empty(rows * w, np.int32), ost.astype(np.int32))
+    return call(take_runs, x, c0, 1, 1, buf), reader, x, buf, dst
 
 
 @GATHERS
@@ -60,23 +61,23 @@ def test_the_peephole_takes_only_a_solo_slice_read_next_from_its_buffer():
     copy, reader, x, buf, dst = _pair()
     solo, shared, step2 = (0, True), (0, False), (1, False)
     (fn, args), = wholeplan_fuse.fuse([(copy, solo), (reader, step2)])
-    assert fn is copy_cols_g and args[0] is x and args[1] == 32 and args[4] is dst
+    assert fn is copy_cols_g and args.x is x and args.c0 == 32 and args.out is dst
     assert wholeplan_fuse.fuse([(copy, shared), (reader, step2)]) == [copy, reader]  # another step reads it
-    other = (copy_flat_g, (np.empty_like(buf).reshape(-1), *reader[1][1:]))
+    other = twin(copy_flat_g, reader.args, x=np.empty_like(buf).reshape(-1))
     assert wholeplan_fuse.fuse([(copy, solo), (other, step2)]) == [copy, other]  # not its buffer
-    strided = (take_runs, (x, 1, 2, 1, buf))
+    strided = call(take_runs, x, 1, 2, 1, buf)
     assert wholeplan_fuse.fuse([(strided, solo), (reader, step2)]) == [strided, reader]  # a step of 2
     assert wholeplan_fuse.fuse([(copy, solo)]) == [copy]  # no reader after it
     again = [(copy, solo), (reader, step2), (reader, step2)]  # its step reads the buffer again
     assert wholeplan_fuse.fuse(again) == [copy, reader, reader]
-    over = (copy_flat_g, (*reader[1][:3], x.reshape(-1)[:dst.size // 2].view(np.int16), *reader[1][4:]))
+    over = twin(copy_flat_g, reader.args, out=x.reshape(-1)[:dst.size // 2].view(np.int16))
     assert wholeplan_fuse.fuse([(copy, solo), (over, step2)]) == [copy, over]  # its output over the source
-    clobber = (take_runs, (np.zeros_like(x), 0, 1, 1, x[:, :32]))
+    clobber = call(take_runs, np.zeros_like(x), 0, 1, 1, x[:, :32])
     assert wholeplan_fuse.fuse([(copy, solo), (clobber, step2), (reader, (2, False))]) == [copy, clobber, reader]
     fn(*args)
     want = np.empty_like(dst)
-    copy[0](*copy[1])
-    reader[0](*reader[1][:3], want, *reader[1][4:])
+    copy.fn(*copy.args)
+    reader.fn(*reader.args._replace(out=want))
     np.testing.assert_array_equal(dst, want)
 
 

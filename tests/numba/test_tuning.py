@@ -82,8 +82,8 @@ def _kernels(runner, xs: dict, program: bool) -> set:
             env[step.output] = v
             continue
         out = np.zeros((ins[0].shape[0],) + step.value.stored, step.value.dtype)
-        for fn, args in step.bind(ins, out):
-            calls = wholeplan_ops.translate(fn, args, runner.tuning) if program else [(fn, args)]
+        for c in step.bind(ins, out):
+            calls = wholeplan_ops.translate(c, runner.tuning) if program else [c]
             names.update(getattr(f, "__name__", repr(f)) for f, _ in calls)
         env[step.output] = out
     return names

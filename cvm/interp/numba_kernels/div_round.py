@@ -17,7 +17,6 @@ import math
 import numpy as np
 from numba import njit
 
-from ...arith import div_round_into
 
 
 @njit(cache=True, inline="always")
@@ -34,6 +33,12 @@ def _div_round(x, d):
     return q
 
 
+@njit(cache=True, inline="always")
+def at(s, i0, i1, i2):
+    """The flat offset of row (i0, i1, i2) of a 4-d index space, s: the operand's element strides."""
+    return i0 * s[0] + i1 * s[1] + i2 * s[2]
+
+
 @njit(cache=True, nogil=True)
 def div_round4(x, d, sx, sd, out):
     """out[i] = div_round(x[i . sx], d[i . sd]) over the 4-d index i of out; x, d flat."""
@@ -41,9 +46,7 @@ def div_round4(x, d, sx, sd, out):
     for i0 in range(d0):
         for i1 in range(d1):
             for i2 in range(d2):
-                px = i0 * sx[0] + i1 * sx[1] + i2 * sx[2]
-                pd = i0 * sd[0] + i1 * sd[1] + i2 * sd[2]
-                row = out[i0, i1, i2]
+                px, pd, row = at(sx, i0, i1, i2), at(sd, i0, i1, i2), out[i0, i1, i2]
                 if sd[3] == 0 and d[pd] > 0:  # one divisor along the row (a softmax's or a norm's sum)
                     if sx[3] == 1:  # a contiguous row, as a slice: the loop vectorizes
                         _row_by_one(x[px:px + d3], 0, 1, np.int64(d[pd]), row)
@@ -66,20 +69,3 @@ def _row_by_one(x, px, step, d, row):
         r = t - q * e
         q = q - np.int64(r < 0) + np.int64(r >= e)
         row[i] = q
-
-
-def translate(fn, args, strides, rank: int):
-    """(div_round4, args) for a div_round_into(x, d, out, d2) call on C-contiguous int32-or-narrower operands
-    that broadcast to out (rank <= `rank`; `strides(shape, out_shape)` gives an operand's element strides or
-    None); else None."""
-    if fn is not div_round_into:
-        return None
-    x, d, out = args[0], args[1], args[2]
-    if not all(isinstance(a, np.ndarray) and a.flags.c_contiguous and a.dtype.kind in "iu" for a in (x, d, out)):
-        return None
-    if x.dtype.itemsize > 4 or d.dtype.itemsize > 4 or out.ndim > rank:
-        return None
-    sx, sd = strides(x.shape, out.shape), strides(d.shape, out.shape)
-    if sx is None or sd is None:
-        return None
-    return div_round4, (x.reshape(-1), d.reshape(-1), sx, sd, out.reshape((1,) * (rank - out.ndim) + out.shape))

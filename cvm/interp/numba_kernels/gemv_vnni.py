@@ -6,18 +6,17 @@ tile's other rows repeat the last pixel) and allocates its scratch, about half a
 the LSTM fixture's 128 x 32 dense layers. This kernel reads the same padded uint8 input, packed
 weights and folded bias (layout in vnni.py), runs the same vpdpbusd over the same bytes in the same
 order for each pixel and panel, and ends with the same output step (conv.out_rows), so it writes
-what padded_conv_vnni writes. `translate` swaps it in for a padded_conv_vnni call of at most
+what padded_conv_vnni writes. row_twins.gemv swaps it in for a padded_conv_vnni call of at most
 Tuning.gemv_max_rows pixels that is not split between threads, with its scratch preallocated.
 """
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from .conv import out_rows
 from .kargs import V_CG, V_GROUPS, V_OG, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
 from .simd import dpbusd, vbroadcast4, vload, vstore
-from .vnni import _pixel_bases, padded_conv_vnni, to_padded_u8
+from .vnni import _pixel_bases, to_padded_u8
 
 
 @njit(cache=True, nogil=True)
@@ -48,17 +47,3 @@ def padded_gemv_vnni(x, xp3, pt, pl, z, r0, r1, xp, wp, bias, mult, mult2, ost, 
                             w0 += 64
                 vstore(s, m * lds + 16 * j, c)
         out_rows(s, rows, out, 0, g * og, mult[g], mult2[g], ost, res)
-
-
-def translate(fn, args, max_rows: int) -> tuple | None:
-    """(padded_gemv_vnni, args) for a padded_conv_vnni call of at most max_rows output pixels run
-    whole (one block, every padded row), else None."""
-    if fn is not padded_conv_vnni:
-        return None
-    x, xp3, pt, pl, z, r0, r1, xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1 = args
-    rows = out.shape[0]
-    if not 0 < rows <= max_rows or (b0, b1) != (0, 1) or (r0, r1) != (0, xp3.shape[0] * xp3.shape[1]):
-        return None
-    s = np.empty((rows, bias.shape[1]), np.int32)
-    bases = np.empty(rows, np.int64)
-    return padded_gemv_vnni, (x, xp3, pt, pl, z, r0, r1, xp, wp, bias, mult, mult2, ost, res, out, geo, s, bases)

@@ -19,10 +19,12 @@ from typing import Callable
 
 import numpy as np
 
-from . import conv, pad_fuse
+from . import conv, pad_fuse, variants
+from .calls import call
 from ...arith import bias_sides, channel_bounds, fits_int32, row_sums
-from .kargs import GEO, HAS_RESIDUAL, SHIFT, pack
+from .kargs import GEO, pack
 from .layout import FLAT, NHWC, Value
+from .pad_fuse import vnni_offset
 from .plan import Planner
 from .tuning import DEFAULT_TUNING, Tuning
 
@@ -64,14 +66,6 @@ def vnni_buffers_paid(geom: dict, g: int, og: int, cg: int, tuning: Tuning = DEF
     paid = geom["h"] * geom["w"] * c + geom["oh"] * geom["ow"] * g * og * (1 + kh * kw * cg)
     packed = vnni.packed_weight_bytes(g, og, kh, kw, geom["dw"], cg)
     return padded <= tuning.vnni_pad_factor * paid and packed <= tuning.vnni_pack_factor * paid
-
-
-def vnni_offset(x: Value) -> int | None:
-    """z with x + z in 0..255 for every value of x: 128 for int8, 0 for a tensor proven in 0..255 (an
-    unsigned activation, stored int16); None when the VNNI kernel cannot read x as uint8."""
-    if x.dtype == np.int8:
-        return 128
-    return 0 if 0 <= x.lo and x.hi <= 255 else None
 
 
 def choose_path(rows: np.ndarray, bias: np.ndarray, x: Value, isa: str, vnni_paid: bool = True) -> str:
@@ -118,15 +112,18 @@ def _in_place(x4):
 
 @dataclass(frozen=True)
 class KernelCall:
-    """A path's kernel with its prepared arguments: the kernel runs over blocks of `block_rows`
-    output rows as kern(src, *args, residual, out, geo, b0, b1); `first(x4)` gives src from the
-    stored input and the calls that must run before (VNNI: the padded uint8 copy)."""
+    """A path's kernel with its prepared arguments by name (`args`: the kernel's parameters between its
+    input and its residual): the kernel runs over blocks of `block_rows` output rows as kern(src,
+    **args, res, out, geo, b0, b1); `first(x4)` gives src from the stored input and the calls that must
+    run before (VNNI: the padded uint8 copy); pixels: the output rows it runs over where not its output
+    buffer's (a padded output). variants.VARIANTS' "prepare" and "bind" rows replace one by another."""
     kern: Callable
-    args: tuple
+    args: dict
     geo: np.ndarray
     block_rows: int
     scratch: int = 0
     first: Callable = _in_place
+    pixels: int = 0
 
 
 def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
@@ -138,21 +135,31 @@ def _prepare_vnni(p: Planner, m: Gemm) -> KernelCall:
     b = np.zeros((g, vnni.panels(og) * 16), np.int64)
     z = vnni_offset(m.x)
     b[:, :og] = (m.bias - z * m.rows.sum(axis=1)).reshape(g, og)
-    min_pad_rows = -(-p.tuning.par_min_pad_bytes // (wp * c))
-    args = (vnni.pack_weights(m.w, geo), b.astype(np.int32), *m.tail)
+    args = dict(wp=vnni.pack_weights(m.w, geo), bias=b.astype(np.int32), **_tail(m))
     unpadded, gemv_rows = dict(gm, pt=0, pl=0, pb=0, pr=0), p.tuning.gemv_max_rows
     if pad_fuse.reads_in_place(m.x.dtype, gm, geo, gemv_rows) or pad_fuse.request(
             p, m.x_name, gm, pad_fuse.reads_in_place(m.x.dtype, unpadded, geo, gemv_rows)):
         return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS)
+    first = _padded_copy(p, gm, c, z, vnni.SLACK, lambda buf, xp: xp.reshape(xp.shape[0], hp, wp, c))
+    return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS, hp * wp * c, first)
+
+
+def _padded_copy(p: Planner, gm: dict, c: int, z: int, slack: int, src: Callable) -> Callable:
+    """first(x4) of the VNNI kernels that read a padded uint8 copy of the input (vnni.to_padded_u8, x + z):
+    the copy into a buffer of `slack` bytes more, split between threads when worth it; src(buffer, its
+    (N, HP, WP*C) view) gives what the kernel reads."""
+    from . import vnni
+    hp, wp = gm["h"] + gm["pt"] + gm["pb"], gm["w"] + gm["pl"] + gm["pr"]
+    min_pad_rows = -(-p.tuning.par_min_pad_bytes // (wp * c))
 
     def first(x4):
         n = x4.shape[0]
-        buf = np.empty(n * hp * wp * c + vnni.SLACK, np.uint8)
+        buf = np.empty(n * hp * wp * c + slack, np.uint8)
         xp = buf[:n * hp * wp * c].reshape(n, hp, wp * c)
         pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * c, z), n * hp,
                           min_pad_rows)
-        return xp.reshape(n, hp, wp, c), [pad]
-    return KernelCall(vnni.conv_vnni, args, geo, vnni.BLOCK_ROWS, hp * wp * c, first)
+        return src(buf, xp), [pad]
+    return first
 
 
 def _prepare_depthwise(p: Planner, m: Gemm) -> KernelCall:
@@ -164,9 +171,10 @@ def _prepare_depthwise(p: Planner, m: Gemm) -> KernelCall:
         # weights and bias repeated along one output row: at most dw_rows_max_values (2^16: 256 KiB), and
         # never more than one output row's multiply-accumulates per sample, which the node pays
         wt = np.ascontiguousarray(np.tile(w[:, :, None, :], (1, 1, ow, 1)).reshape(kh, kw, ow * g))
-        args = (wt, np.tile(m.bias.astype(np.int32), ow), mult.reshape(1, g), mult2.reshape(1, g), params)
+        args = dict(wt=wt, bias=np.tile(m.bias.astype(np.int32), ow), mult=mult.reshape(1, g),
+                    mult2=mult2.reshape(1, g), ost=params)
         return KernelCall(conv.conv_depthwise_rows, args, m.portable_geo(), ow)
-    args = (w, m.bias.astype(np.int32), mult.reshape(1, g), mult2.reshape(1, g), params)
+    args = dict(w=w, bias=m.bias.astype(np.int32), mult=mult.reshape(1, g), mult2=mult2.reshape(1, g), ost=params)
     return KernelCall(conv.conv_depthwise, args, m.portable_geo(), conv.BLOCK_ROWS)
 
 
@@ -184,7 +192,7 @@ def dw_vnni_paid(geom: dict, c: int, tuning: Tuning = DEFAULT_TUNING) -> bool:
 
 
 def _prepare_dw_vnni(p: Planner, m: Gemm) -> KernelCall:
-    from . import dw_vnni, vnni
+    from . import dw_vnni
     from .kargs import DGEO
     g, _, kh, kw, _ = m.shape
     gm = m.gm
@@ -199,20 +207,8 @@ def _prepare_dw_vnni(p: Planner, m: Gemm) -> KernelCall:
     mult, mult2, params = m.tail
     geo = pack(DGEO, kh=kh, kw=kw, sh=gm["sh"], sw=gm["sw"], dh=gm["dh"], dw=gm["dw"], oh=gm["oh"], ow=gm["ow"],
                hp=hp, wp=wp, c=g, nq=nq)
-    min_pad_rows = -(-p.tuning.par_min_pad_bytes // (wp * g))
-    args = (wq, bias, mult.reshape(1, g), mult2.reshape(1, g), params)
-    if p.tuning.dw_in_place and g % 16 == 0 and m.x.dtype in (np.uint8, np.int8):  # no padded copy: quads from x itself
-        pad = np.array([gm["pt"], gm["pl"], gm["h"], gm["w"], z], np.int64)
-        return KernelCall(dw_vnni.conv_dw_vnni_in_place, args[:-1] + (params, pad), geo, gm["ow"],
-                          first=lambda x4: (x4.reshape(-1), []))
-
-    def first(x4):
-        n = x4.shape[0]
-        buf = np.empty(n * hp * wp * g + dw_vnni.SLACK, np.uint8)
-        xp = buf[:n * hp * wp * g].reshape(n, hp, wp * g)
-        pad = p.pool.call(vnni.to_padded_u8, (x4.reshape(n, gm["h"], -1), xp, gm["pt"], gm["pl"] * g, z), n * hp,
-                          min_pad_rows)
-        return buf, [pad]
+    args = dict(wq=wq, bias=bias, mult=mult.reshape(1, g), mult2=mult2.reshape(1, g), ost=params)
+    first = _padded_copy(p, gm, g, z, dw_vnni.SLACK, lambda buf, xp: buf)
     return KernelCall(dw_vnni.conv_dw_vnni, args, geo, gm["ow"], hp * wp * g + dw_vnni.SLACK, first)
 
 
@@ -220,14 +216,14 @@ def _prepare_i32(p: Planner, m: Gemm) -> KernelCall:
     g, og, kh, kw, cg = m.shape
     wide = m.x.dtype.itemsize > 2 or m.rows.min() < -32768 or m.rows.max() > 32767
     weights = m.w.reshape(g, og, kh * kw * cg).astype(np.int32 if wide else np.int16)
-    args = (weights, m.bias.reshape(g, og).astype(np.int32), *m.tail)
+    args = dict(w=weights, bias=m.bias.reshape(g, og).astype(np.int32), **_tail(m))
     return KernelCall(conv.conv_i32, args, m.portable_geo(), conv.BLOCK_ROWS)
 
 
 def _prepare_i64(p: Planner, m: Gemm) -> KernelCall:
     g, og = m.shape[:2]
-    return KernelCall(conv.conv_i64, (m.w.astype(np.int64), m.bias.reshape(g, og), *m.tail), m.portable_geo(),
-                      conv.BLOCK_ROWS)
+    return KernelCall(conv.conv_i64, dict(w=m.w.astype(np.int64), bias=m.bias.reshape(g, og), **_tail(m)),
+                      m.portable_geo(), conv.BLOCK_ROWS)
 
 
 def _prepare_vnni16(p: Planner, m: Gemm) -> KernelCall:
@@ -237,44 +233,26 @@ def _prepare_vnni16(p: Planner, m: Gemm) -> KernelCall:
     bias = np.zeros(len(last), np.int32)
     bias[:og] = m.bias
     mult, mult2, params = m.tail
+    args = dict(wp=wp, last=last, bias=bias, mult=mult[0], mult2=mult2[0], ost=params)
     if m.x.dtype == np.int16:
-        return KernelCall(dense16.dense_vnni16, (wp, last, bias, mult[0], mult2[0], params), m.portable_geo(),
-                          dense16.BLOCK_ROWS, first=lambda x4: (x4.reshape(-1, k), []))
+        return KernelCall(dense16.dense_vnni16, args, m.portable_geo(), dense16.BLOCK_ROWS,
+                          first=lambda x4: (x4.reshape(-1, k), []))
 
     def widened(x4):  # an int8 input: copied to int16 before each run
         x2 = x4.reshape(-1, k)
         buf = np.empty(x2.shape, np.int16)
-        return buf, [(dense16.widen_rows, (x2, buf))]
-    return KernelCall(dense16.dense_vnni16, (wp, last, bias, mult[0], mult2[0], params), m.portable_geo(),
-                      dense16.BLOCK_ROWS, 2 * int(np.prod(m.x.shape)), widened)
+        return buf, [call(dense16.widen_rows, x2, buf)]
+    return KernelCall(dense16.dense_vnni16, args, m.portable_geo(), dense16.BLOCK_ROWS, 2 * int(np.prod(m.x.shape)),
+                      widened)
 
 
-def _prepare_vnni_direct(p: Planner, m: Gemm) -> KernelCall:
-    """The "vnni" path; conv_vnni_direct in place of conv_vnni where its output step has no lookup
-    (vnni_direct.eligible), conv_vnni_direct_res where it adds a residual tensor of at most 16 bits
-    whose stage has an exact int32 form (vnni_direct.residual_stage): the same arguments, the
-    multipliers padded (int32 where they fit), the residual stage's narrowed requants for mult2; conv_vnni
-    everywhere with Tuning.direct off."""
-    from . import vnni_direct
-    call = _prepare_vnni(p, m)
+def _tail(m: Gemm) -> dict:
+    """The output step's arguments of the kernels that take them as they are."""
     mult, mult2, params = m.tail
-    if not (p.tuning.direct and vnni_direct.eligible(params, m.gm["oh"] * m.gm["ow"], p.tuning.gemv_max_rows)):
-        return call
-    kern, rq = vnni_direct.conv_vnni_direct, vnni_direct.NO_RQ
-    if params[HAS_RESIDUAL]:
-        res = m.res
-        if res is None or res.dtype.itemsize > 2:  # a constant residual, or one of more than 16 bits
-            return call
-        rq = vnni_direct.residual_stage(params, mult2, res.lo, res.hi, p.tuning)
-        if rq is None:
-            return call
-        kern = vnni_direct.conv_vnni_direct_res
-    wp, bias = call.args[:2]
-    args = (wp, bias, vnni_direct.pad_mult(mult, bias.shape[1], int(params[SHIFT])), rq, params)
-    return replace(call, kern=kern, args=args)
+    return dict(mult=mult, mult2=mult2, ost=params)
 
 
-PREPARE = {"vnni": _prepare_vnni_direct, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32,
+PREPARE = {"vnni": _prepare_vnni, "depthwise": _prepare_depthwise, "dwvnni": _prepare_dw_vnni, "i32": _prepare_i32,
            "i64": _prepare_i64, "vnni16": _prepare_vnni16}
 
 
@@ -297,8 +275,10 @@ def _path(p: Planner, m: Gemm) -> str:
 def merge_unsplit(calls: list) -> list:
     """The VNNI path's two calls (padded copy, GEMM) as one when neither is split between threads."""
     from . import vnni
-    if len(calls) == 2 and calls[0][0] is vnni.to_padded_u8 and calls[1][0] is vnni.conv_vnni:
-        return [(vnni.padded_conv_vnni, calls[0][1] + calls[1][1])]
+    if len(calls) == 2 and calls[0].fn is vnni.to_padded_u8 and calls[1].fn is vnni.conv_vnni:
+        a = calls[0].args
+        return [call(vnni.padded_conv_vnni, x=a.x, xp3=a.xp, pt=a.pt, pl=a.pl, z=a.z, r0=a.r0, r1=a.r1,
+                     **calls[1].args._asdict())]
     return calls
 
 
@@ -323,34 +303,34 @@ def _gemm_step(p: Planner, index: int, x_name: str, w: np.ndarray, bias, geom: d
                           residual_requant=requant_residual(path, geom, p.tuning.gemv_max_rows))
     res = p.spec_value(ostep.residual) if ostep.residual is not None and ostep.residual_const is None else None
     m = replace(m, tail=(ostep.mult.reshape(g, og), ostep.mult2.reshape(g, og), ostep.params()), res=res)
-    call = PREPARE[path](p, m)
-    if getattr(call.kern, "__name__", "") == "conv_vnni_direct":  # pad_fuse may have it write its output padded
+    kc = variants.choose("prepare", PREPARE[path](p, m), p.tuning, p, m)
+    if getattr(kc.kern, "__name__", "") == "conv_vnni_direct":  # pad_fuse may have it write its output padded
         p.paddable.add(ostep.output)
-    min_blocks = -(-p.tuning.par_min_macs // (call.block_rows * g * og * kh * kw * cg))
+    min_blocks = -(-p.tuning.par_min_macs // (kc.block_rows * g * og * kh * kw * cg))
     fused = "+".join(p.graph.nodes[j].op for j in ostep.nodes)
     label = f"{label}[{path}]" + ("+" + fused if fused else "")
     x4shape = (geom["h"], geom["w"], geom["c"])
     out_value = p.unsigned_storage(ostep.output, p.spec_value(ostep.output, out_layout))
 
     def bind(ins, out):
-        return _bind_gemm(p, call, ostep, ins, out, x4shape, x_name, g * og, min_blocks)
+        return _bind_gemm(p, kc, ostep, ins, out, x4shape, x_name, g * og, min_blocks)
 
     def emit():
         inputs = [x_name] + ([p.in_layout(ostep.residual, out_layout)] if ostep.residual is not None else [])
-        p.add(label, inputs, ostep.output, out_value, bind, scratch=call.scratch)
+        p.add(label, inputs, ostep.output, out_value, bind, scratch=kc.scratch)
     p.fuse(index, ostep.nodes, emit)
 
 
-def _bind_gemm(p: Planner, call: KernelCall, ostep, ins, out, x4shape, x_name: str, channels: int, min_blocks: int):
+def _bind_gemm(p: Planner, kc: KernelCall, ostep, ins, out, x4shape, x_name: str, channels: int, min_blocks: int):
     """A MAC step's calls for one set of buffers: the input read as stored (padded where pad_fuse made its
     producer write it so), the output written padded where its reader asked (pad_fuse.request)."""
-    src, calls = call.first(ins[0].reshape((-1,) + pad_fuse.stored_input(p, x_name, x4shape)))
+    kc = variants.choose("bind", kc, p.tuning, p, ostep.output, out)
+    src, calls = kc.first(ins[0].reshape((-1,) + pad_fuse.stored_input(p, x_name, x4shape)))
     out2 = out.reshape(-1, channels)
     res = residual(ostep, ins, 1, out2)
-    kern, args, rows, first = pad_fuse.padded_output(p, ostep.output, call.kern, call.args, call.geo, out)
-    calls = calls + first
-    blocks = -(-rows // call.block_rows)
-    return merge_unsplit(calls + [p.pool.call(kern, (src, *args, res, out2, call.geo), blocks, min_blocks)])
+    blocks = -(-(kc.pixels or out.reshape(-1, out.shape[-1]).shape[0]) // kc.block_rows)
+    head = call(kc.kern, src, **kc.args, res=res, out=out2, geo=kc.geo).args
+    return merge_unsplit(calls + [p.pool.call(kc.kern, head, blocks, min_blocks)])
 
 
 def lower_conv(p: Planner, index, node, attrs):

@@ -3,13 +3,13 @@ keep a layout (requant, relu, clip, lut) and for max pooling and matmul; numpy, 
 spec's layout, for the ops that only move values or are cheap (add, sub, mul, div, sum, max, layout ops)."""
 from __future__ import annotations
 
-import functools
 from math import prod
 
 import numpy as np
 
 from ...arith import div_round_into
 from . import elementwise, lower_fused, matmul, matmul_vnni, pool, reduce_rows
+from .calls import Ufunc, call
 from .kargs import WINDOW, pack
 from .layout import C, FLAT, NHWC, canonical, flat_permutation, to_nhwc_const
 from .plan import OPEN_HI, Planner
@@ -49,7 +49,7 @@ def lower_binary(p: Planner, index, node, attrs):
     if node.op == "div" and (d := _div_by_one_constant(p, node)) is not None:
         x = p.values[node.inputs[0]]
         p.add("div", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
-              lambda ins, out: [(elementwise.div_const, (_flat(ins[0]), d, _flat(out)))])
+              lambda ins, out: [call(elementwise.div_const, _flat(ins[0]), d, _flat(out))])
         return
     out_value = p.spec_value(node.output)
     shape, rank = out_value.shape, len(out_value.shape)
@@ -78,13 +78,13 @@ def lower_binary(p: Planner, index, node, attrs):
         def bind(ins, out):
             x, d = operands(ins)
             o = out if nhwc else canonical(out, out_value)
-            return [(div_round_into, (x, d, o, twice.get(names[1])))]
+            return [call(div_round_into, x, d, o, twice.get(names[1]))]
     else:
         ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[node.op]
-        fn = functools.partial(ufunc, dtype=calc, casting="unsafe")
+        fn = Ufunc(ufunc, calc)
 
         def bind(ins, out):
-            return [(fn, (*operands(ins), out))]
+            return [call(fn, *operands(ins), out)]
     p.add(node.op, act_names, node.output, out_value, bind)
 
 
@@ -94,7 +94,7 @@ def lower_clamp(p: Planner, index, node, attrs):
     lo, hi = (0, OPEN_HI) if node.op == "relu" else (attrs["lo"], attrs["hi"])  # int32, verified
     x = p.values[node.inputs[0]]
     p.add(node.op, node.inputs, node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
-          lambda ins, out: [(elementwise.clamp, (_flat(ins[0]), lo, hi, _flat(out)))])
+          lambda ins, out: [call(elementwise.clamp, _flat(ins[0]), lo, hi, _flat(out))])
 
 
 def lower_lut(p: Planner, index, node, attrs):
@@ -113,7 +113,7 @@ def lower_lut(p: Planner, index, node, attrs):
         p.add("lut[vbmi]", node.inputs[:1], node.output, out_value, bind)
         return
     p.add("lut", node.inputs[:1], node.output, out_value,
-          lambda ins, out: [(elementwise.lut, (_flat(ins[0]), table, offset, _flat(out)))])
+          lambda ins, out: [call(elementwise.lut, _flat(ins[0]), table, offset, _flat(out))])
 
 
 def _has_vbmi() -> bool:
@@ -136,7 +136,7 @@ def lower_requant(p: Planner, index, node, attrs):
     shift, lim = attrs["shift"], (1 << (attrs["bits"] - 1)) - 1
     args = (m, inner, (1 << shift) >> 1, shift, -lim, lim)
     p.add("requant", node.inputs[:1], node.output, p.spec_value(node.output).with_layout(x.layout, x.chw),
-          lambda ins, out: [(elementwise.requant, (_flat(ins[0]), *args, _flat(out)))])
+          lambda ins, out: [call(elementwise.requant, _flat(ins[0]), *args, _flat(out))])
 
 
 def lower_max_pool(p: Planner, index, node, attrs):
@@ -183,8 +183,8 @@ def lower_reduce(p: Planner, index, node, attrs):
         def bind(ins, out):
             n = ins[0].shape[0] * outer
             if last:
-                return [(reduce_rows.reduce_rows, (ins[0].reshape(n, mid), is_max, out.reshape(n)))]
-            return [(elementwise.reduce_mid, (ins[0].reshape(n, mid, -1), is_max, out.reshape(n, -1)))]
+                return [call(reduce_rows.reduce_rows, ins[0].reshape(n, mid), is_max, out.reshape(n))]
+            return [call(elementwise.reduce_mid, ins[0].reshape(n, mid, -1), is_max, out.reshape(n, -1))]
     else:
         method, extra = (np.max, {}) if is_max else (np.sum, {"dtype": np.int64})
         kwargs = dict(axis=tuple(a + 1 for a in axes), keepdims=keep, **extra)
@@ -193,7 +193,7 @@ def lower_reduce(p: Planner, index, node, attrs):
             np.copyto(out, method(src, **kwargs))
 
         def bind(ins, out):
-            return [(run, (ins[0] if stored else canonical(ins[0], x), out))]
+            return [call(run, ins[0] if stored else canonical(ins[0], x), out)]
     p.add(node.op, [x_name], node.output, out_value, bind)
 
 
@@ -214,7 +214,7 @@ def _copy_step(p: Planner, node, make_source):
     x_name = p.viewable(node.inputs[0])
     x = p.values[x_name]
     p.add(node.op, [x_name], node.output, p.spec_value(node.output),
-          lambda ins, out: [(np.copyto, (out, make_source(canonical(ins[0], x))))])
+          lambda ins, out: [call(np.copyto, out, make_source(canonical(ins[0], x)))])
 
 
 def lower_transpose(p: Planner, index, node, attrs):
@@ -244,7 +244,7 @@ def lower_slice(p: Planner, index, node, attrs):
 
         def bind(ins, out):
             src = ins[0].reshape(-1, n, inner)
-            return [(elementwise.take_axis, (src, start, step, out.reshape(src.shape[0], m, inner)))]
+            return [call(elementwise.take_axis, src, start, step, out.reshape(src.shape[0], m, inner))]
         view = None
         if step > 0 and out_value.dtype == x.dtype:  # (a narrower output is stored narrower: copied)
             index_ = (slice(None),) * (a + 1) + (slice(start, start + step * (m - 1) + 1, step),)
@@ -262,7 +262,7 @@ def lower_pad(p: Planner, index, node, attrs):
     inner = (slice(None),) + tuple(slice(pads[i], pads[i] + d) for i, d in enumerate(x.shape))
 
     def bind(ins, out):
-        return [(np.copyto, (out, value)), (np.copyto, (out[inner], canonical(ins[0], x)))]
+        return [call(np.copyto, out, value), call(np.copyto, out[inner], canonical(ins[0], x))]
     p.add("pad", [x_name], node.output, p.spec_value(node.output), bind)
 
 
@@ -286,9 +286,9 @@ def lower_concat(p: Planner, index, node, attrs):
         parts = [np.broadcast_to(p.const(n), (out.shape[0],) + p.const(n).shape) if p.const(n) is not None
                  else canonical(got[view[n]], p.values[view[n]]) for n in distinct]
         if gather is None:
-            return [(_concat, (parts, axis, out))]
+            return [call(_concat, parts, axis, out)]
         stacked = np.empty(out.shape[:axis] + (sum_sizes,) + out.shape[axis + 1:], out.dtype)
-        return [(_concat, (parts, axis, stacked)), (_take, (stacked, gather, axis, out))]
+        return [call(_concat, parts, axis, stacked), call(_take, stacked, gather, axis, out)]
     p.add("concat", acts, node.output, p.spec_value(node.output), bind)
 
 
@@ -317,11 +317,11 @@ def lower_matmul(p: Planner, index, node, attrs):
     int32_out = p.spec_value(node.output).dtype == np.int32
     if p.isa == "vnni" and matmul_vnni.eligible(p.values[a_name].dtype, p.values[b_name].dtype, k):
         p.add("matmul[vnni]", [a_name, b_name], node.output, p.spec_value(node.output), lambda ins, out: [
-            (matmul_vnni.matmul_vnni, (*matmul_vnni.left_operand(ins[0].reshape(-1, m, k)),
-                                       ins[1].reshape(-1, k, n), out.reshape(-1, m, n)))])
+            call(matmul_vnni.matmul_vnni, *matmul_vnni.left_operand(ins[0].reshape(-1, m, k)),
+                 ins[1].reshape(-1, k, n), out.reshape(-1, m, n))])
         return  # two int8 activations: vpdpbusd (an 8-bit transformer's attention)
     if p.isa == "vnni" and k >= 2 and all(p.values[x].dtype == np.int16 for x in (a_name, b_name)) and int32_out:
         from . import dense16  # two int16 activations: vpdpwssd (a wide transformer's attention)
         kern, label = dense16.matmul_vnni16, "matmul[vnni16]"
     p.add(label, [a_name, b_name], node.output, p.spec_value(node.output), lambda ins, out: [
-        (kern, (ins[0].reshape(-1, m, k), ins[1].reshape(-1, k, n), out.reshape(-1, m, n)))])
+        call(kern, ins[0].reshape(-1, m, k), ins[1].reshape(-1, k, n), out.reshape(-1, m, n))])

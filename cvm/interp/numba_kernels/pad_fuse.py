@@ -21,8 +21,9 @@ from dataclasses import replace
 import numpy as np
 from numba import njit
 
+from .calls import call
 from .kargs import V_CG, V_KH, V_KW, V_OH, V_OW, V_SEG4, V_USEG, V_VSEG
-from .layout import NHWC
+from .layout import NHWC, Value
 
 
 def reads_in_place(dtype, gm: dict, geo: np.ndarray, gemv_max_rows: int) -> bool:
@@ -63,18 +64,31 @@ def stored_input(p, x_name: str, x4shape: tuple) -> tuple:
     return (x4shape[0] + pad[0] + pad[2], x4shape[1] + pad[1] + pad[3], x4shape[2])
 
 
-def padded_output(p, name: str, kern, args: tuple, geo, out: np.ndarray):
-    """(kernel, args, output pixels, calls first) of a MAC step writing `name` into `out`: as prepared, or,
-    where its reader asked for it padded, conv_vnni_direct_padded (args' rq slot: HP, WP, pt, pl) after
-    zero_border."""
+def padded_output(kc, tuning, p, name: str, out: np.ndarray):
+    """The "bind" variant (variants.VARIANTS) of a MAC step writing `name` into `out` where its reader asked
+    for it padded: conv_vnni_direct_padded (conv_vnni_direct's arguments, opad = HP, WP, pt, pl in rq's
+    place) over the unpadded pixels, after zero_border; else None."""
     pad = p.out_pads.get(name)
     if pad is None:
-        return kern, args, out.reshape(-1, out.shape[-1]).shape[0], []
+        return None
     from . import vnni_direct
     n, hp, wp = out.shape[:3]
-    opad = np.array([hp, wp, pad[0], pad[1]], np.int64)
-    return (vnni_direct.conv_vnni_direct_padded, args[:3] + (opad,) + args[4:], n * int(geo[V_OH]) * int(geo[V_OW]),
-            [(zero_border, (out, *pad))])
+    args = {k: v for k, v in kc.args.items() if k != "rq"}
+    args["opad"] = np.array([hp, wp, pad[0], pad[1]], np.int64)
+
+    def first(x4):
+        src, calls = kc.first(x4)
+        return src, calls + [call(zero_border, out, *pad)]
+    return replace(kc, kern=vnni_direct.conv_vnni_direct_padded, args=args, first=first,
+                   pixels=n * int(kc.geo[V_OH]) * int(kc.geo[V_OW]))
+
+
+def vnni_offset(x: Value) -> int | None:
+    """z with x + z in 0..255 for every value of x: 128 for int8, 0 for a tensor proven in 0..255 (an
+    unsigned activation, stored int16); None when the VNNI kernel cannot read x as uint8."""
+    if x.dtype == np.int8:
+        return 128
+    return 0 if 0 <= x.lo and x.hi <= 255 else None
 
 
 @njit(cache=True, nogil=True)

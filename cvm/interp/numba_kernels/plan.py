@@ -1,8 +1,8 @@
 """The execution plan: the graph lowered once, at prepare time, to a flat list of steps.
 
 A step names its input and output tensors and knows how to bind itself to buffers: `bind(ins, out)`
-returns the kernel calls `(fn, args)` to run, with every array already allocated, so a run is a loop
-over prebuilt calls. Multiply-accumulate nodes absorb the requant -> relu/clip chain that follows
+returns the kernel calls (calls.Call: fn and its named arguments) to run, with every array already
+allocated, so a run is a loop over prebuilt calls. Multiply-accumulate nodes absorb the requant -> relu/clip chain that follows
 them when nothing else reads the intermediate tensors (the fused output step).
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ...ir import Graph
 from ...arith import INT32_MAX, INT32_MIN, bits_max
 from ...values import storage_dtype
 from ...verify import Analysis
+from .calls import call
 from .kargs import OST, pack
 from .layout import C, FLAT, NHWC, Value, canonical
 from .threads import Pool
@@ -36,7 +37,7 @@ class Step:
     inputs: tuple[str, ...]
     output: str
     value: Value
-    bind: Callable  # (inputs: list[ndarray], out: ndarray) -> list[(fn, args)]; ignored for views
+    bind: Callable  # (inputs: list[ndarray], out: ndarray) -> list[calls.Call]; ignored for views
     view: Callable | None = None  # (input array) -> output array, when the output is a view
     scratch: int = 0  # bytes per sample that bind() allocates besides the output (a padded copy)
     view_if_contiguous: bool = False  # view only where it is C-contiguous (bind copies otherwise)
@@ -179,13 +180,13 @@ class Planner:
                             lambda ins, o: [self.pool.call(to_channels_last, (ins[0], o), o.shape[0] * h, min_rows)])
         if layout == NHWC:
             return self.add("to_nhwc", [name], out, v.with_layout(NHWC),
-                            lambda ins, o: [(np.copyto, (o, ins[0].transpose(0, 2, 3, 1)))])
+                            lambda ins, o: [call(np.copyto, o, ins[0].transpose(0, 2, 3, 1))])
         if v.layout == FLAT:
             c, h, w = v.chw
             return self.add("flat->c", [name], out, v.with_layout(C), lambda ins, o: [
-                (np.copyto, (o.reshape(o.shape[0], c, h, w), ins[0].reshape(-1, h, w, c).transpose(0, 3, 1, 2)))])
+                call(np.copyto, o.reshape(o.shape[0], c, h, w), ins[0].reshape(-1, h, w, c).transpose(0, 3, 1, 2))])
         return self.add("to_c", [name], out, v.with_layout(C),
-                        lambda ins, o: [(np.copyto, (o, canonical(ins[0], v)))])
+                        lambda ins, o: [call(np.copyto, o, canonical(ins[0], v))])
 
     # ------------------------------------------------------------ fusion
 

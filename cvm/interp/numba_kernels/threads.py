@@ -21,6 +21,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .calls import Call, call, record_type
 from .tuning import DEFAULT_TUNING
 
 
@@ -76,12 +77,13 @@ class Pool:
     def _get(self) -> ThreadPoolExecutor:
         return EXECUTORS.get(self.threads - 1)
 
-    def call(self, fn, args: tuple, n: int, min_per_thread: int = 1):
-        """(callable, args) running fn(*args, lo, hi) over 0..n, split between threads when worth it."""
+    def call(self, fn, args: tuple, n: int, min_per_thread: int = 1) -> Call:
+        """The Call running fn(*args, lo, hi) over 0..n (lo, hi: fn's last two parameters), split between
+        threads when worth it: fn's own, or _run's (fn; args as fn's record; ranges; parts)."""
         parts = min(self.threads, n if self.eager else n // max(1, min_per_thread))
         if parts <= 1:
-            return fn, (*args, 0, n)
-        return self._run, (fn, args, split(n, min(n, parts * self.chunks)), parts)
+            return call(fn, *args, 0, n)
+        return call(self._run, fn, record_type(fn, len(args))(*args), split(n, min(n, parts * self.chunks)), parts)
 
     def run_parts(self, fn, n: int) -> list:
         """[fn(0), ..., fn(n - 1)], the parts taken in turn by the caller's thread and the pool

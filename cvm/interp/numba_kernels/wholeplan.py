@@ -31,6 +31,7 @@ except ImportError:  # (numpy < 2, the FHE environment: numpy.byte_bounds)
     from numpy import byte_bounds
 
 from . import wholeplan_fuse, wholeplan_gen, wholeplan_jit, wholeplan_ops
+from .calls import Call, Ufunc, call, is_record
 from .tuning import DEFAULT_TUNING, Tuning
 
 ALIGN = 64  # every block keeps its address modulo ALIGN in the arena (aligned loads stay aligned)
@@ -40,7 +41,7 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 @dataclass
 class Bound:
-    """A bound set run as a program: `calls` (fn, args) as numba._Bound holds them, the inputs and
+    """A bound set run as a program: `calls` (calls.Call) as numba._Bound holds them, the inputs and
     outputs as arena views, and the arena's bytes."""
     calls: list
     inputs: list
@@ -52,13 +53,13 @@ class Bound:
 
 def bind(calls: list, inputs: list, outputs: list, steps: list | None = None,
          tuning: Tuning = DEFAULT_TUNING) -> Bound | None:
-    """calls: [(fn, args)] of one bound batch size, in order; inputs, outputs: [(name, array)];
+    """calls: [calls.Call] of one bound batch size, in order; inputs, outputs: [(name, array)];
     steps: per call, (its step's number, whether one step reads that step's value) (wholeplan_fuse);
     tuning: the twins the program picks (wholeplan_ops.translate). Returns the same run as a program
     over one arena, or None when a call cannot be remapped."""
     steps = steps or [(k, False) for k in range(len(calls))]
-    calls = wholeplan_fuse.fuse([(c, steps[k]) for k, (fn, args) in enumerate(calls)
-                                 for c in wholeplan_ops.translate(fn, args, tuning)], tuning.fuse_scan)
+    calls = wholeplan_fuse.fuse([(t, steps[k]) for k, c in enumerate(calls)
+                                 for t in wholeplan_ops.translate(c, tuning)], tuning.fuse_scan)
     arrays = []
     for fn, args in calls:
         if not isinstance(fn, Dispatcher) and not _python_ok(fn):
@@ -69,11 +70,11 @@ def bind(calls: list, inputs: list, outputs: list, steps: list | None = None,
     arrays = list({id(a): a for a in arrays}.values())  # each array once: a concat's call lists an input per listing
     arena, where, held = _arena(arrays)
     view = functools.partial(_remap, arena, where)
-    ops, prog, runs = {}, [], []  # runs: ("k", lo, hi) program ranges | ("py", fn, args)
+    ops, prog, runs = {}, [], []  # runs: ("k", lo, hi) program ranges | ("py", Call)
     for fn, args in calls:
         kind = _kind(fn, args)
         if kind is None:
-            runs.append(("py", fn, view(args)))
+            runs.append(("py", Call(fn, view(args))))
             continue
         lo = len(prog)
         prog.append(ops.setdefault(kind, len(ops)))
@@ -92,8 +93,7 @@ def bind(calls: list, inputs: list, outputs: list, steps: list | None = None,
     except OSError:  # no writable cache folder for the generated steps: the per-step path
         return None
     steps = np.array([f.address for f in funcs], np.int64)
-    out_calls = [(wholeplan_jit.run, (program, arena, steps, r[1], r[2])) if r[0] == "k" else (r[1], r[2])
-                 for r in runs]
+    out_calls = [call(wholeplan_jit.run, program, arena, steps, r[1], r[2]) if r[0] == "k" else r[1] for r in runs]
     return Bound(out_calls, [(n, view(a)) for n, a in inputs], [(n, view(a)) for n, a in outputs],
                  held, sum(r[0] == "k" for r in runs), funcs)
 
@@ -159,8 +159,9 @@ def _remap(arena, where, obj):
         return _view_at(arena, obj, where(obj))
     if isinstance(obj, list):
         return [_remap(arena, where, o) for o in obj]
-    if isinstance(obj, tuple):
-        return tuple(_remap(arena, where, o) for o in obj)
+    if isinstance(obj, tuple):  # (a call's record stays its record)
+        items = [_remap(arena, where, o) for o in obj]
+        return type(obj)(*items) if is_record(obj) else tuple(items)
     return obj
 
 
@@ -170,9 +171,8 @@ def _python_ok(fn) -> bool:
     """A Python callable whose every array is in its arguments (so remapping them is enough)."""
     from . import lower_ops
     from .threads import Pool
-    if isinstance(fn, functools.partial):
-        return isinstance(fn.func, np.ufunc) and not fn.args and all(
-            isinstance(v, (str, np.dtype, type)) for v in fn.keywords.values())
+    if isinstance(fn, Ufunc):
+        return True
     return fn in (np.copyto, lower_ops._concat, lower_ops._take) or getattr(fn, "__func__", None) is Pool._run
 
 

@@ -20,63 +20,64 @@ try:
 except ImportError:  # (numpy < 2, the FHE environment: numpy.byte_bounds)
     from numpy import byte_bounds
 
+from .calls import Call, twin
 from .tuning import DEFAULT_TUNING
 
 
 def fuse(calls: list, scan: int = DEFAULT_TUNING.fuse_scan) -> list:
-    """calls: [((fn, args), (step, solo))], in order; step: the number of the plan step the call is
+    """calls: [(Call, (step, solo))], in order; step: the number of the plan step the call is
     part of; solo: one step reads that step's value (not a view, not a graph output). Returns
-    [(fn, args)] with each such slice dropped and its reader replaced by its in-place twin; scan: calls
+    the Calls with each such slice dropped and its reader replaced by its in-place twin; scan: calls
     looked at past a slice for its reader (Tuning.fuse_scan: bind time stays linear in the calls)."""
     calls, steps = [c for c, _ in calls], [s for _, s in calls]
     out, twins = [], {}
-    for k, (fn, args) in enumerate(calls):
+    for k, c in enumerate(calls):
         if k in twins:
             out.append(twins.pop(k))
-        elif steps[k][1] and _is_slice(fn, args) and (found := _reader(calls, steps, k, scan)) and found[0] not in twins:
+        elif steps[k][1] and _is_slice(c) and (found := _reader(calls, steps, k, scan)) and found[0] not in twins:
             twins[found[0]] = found[1]  # (a reader of two slices takes one of them in place)
         else:
-            out.append((fn, args))
+            out.append(c)
     return out
 
 
-def _is_slice(fn, args) -> bool:
+def _is_slice(c: Call) -> bool:
     from .wholeplan_ops import take_runs
-    return fn is take_runs and args[2] == 1
+    return c.fn is take_runs and c.args.step == 1
 
 
-def _reader(calls: list, steps: list, k: int, scan: int) -> tuple[int, tuple] | None:
+def _reader(calls: list, steps: list, k: int, scan: int) -> tuple[int, Call] | None:
     """(index, twin call) of the slice calls[k]'s reader, where it has a twin and may take it: the
     only call of the reading step that touches the slice's buffer."""
-    x, _, _, _, buf = calls[k][1]
+    x, buf = calls[k].args.x, calls[k].args.out
     for j in range(k + 1, min(k + 1 + scan, len(calls))):
-        fn, args = calls[j]
-        if any(_overlap(a, buf) for a in args):
-            twin = _twin(calls[k][1], calls[j])
+        c = calls[j]
+        if any(_overlap(a, buf) for a in c.args):
+            twin = _twin(calls[k].args, c)
             step = steps[j][0]
             rest = itertools.takewhile(lambda i: steps[i][0] == step, range(j + 1, len(calls)))  # noqa: B023
-            if twin is None or any(_overlap(a, x) for a in twin[1][2:]) or any(
-                    _overlap(a, buf) for i in rest for a in calls[i][1]):
+            if twin is None or any(_overlap(a, x) for name, a in twin.args._asdict().items() if name not in ("x", "c0")) \
+                    or any(_overlap(a, buf) for i in rest for a in calls[i].args):
                 return None
             return j, twin
-        reads_x = _is_slice(fn, args) and _same(args[0], x) and not _overlap(args[4], x)
-        if not reads_x and any(_overlap(a, x) for a in args):
+        reads_x = _is_slice(c) and _same(c.args.x, x) and not _overlap(c.args.out, x)
+        if not reads_x and any(_overlap(a, x) for a in c.args):
             return None
     return None
 
 
-def _twin(slice_args, reader) -> tuple | None:
-    """The reader's call on the slice's source, where it reads the slice's buffer as one operand."""
+def _twin(s, reader: Call) -> Call | None:
+    """The reader's call on the slice's source (s: the slice's take_runs arguments), where it reads the
+    slice's buffer as one operand: x, or sc (the int32 product commutes: then x becomes sc)."""
     from .lut_gather import copy_cols_g, copy_flat_g
     from .rows_case import mul_cols_p1, mul_cols_r1, mul_flat_p1, mul_flat_r1
-    x, start, _, inner, buf = slice_args
-    fn, args = reader
-    at = [i for i, a in enumerate(args) if _overlap(a, buf)]
-    if fn is copy_flat_g and at == [0] and _same(args[0], buf):
-        return copy_cols_g, (x, start * inner, *args[1:])
-    if fn in (mul_flat_p1, mul_flat_r1) and len(at) == 1 and at[0] < 2 and _same(args[at[0]], buf):
-        twin = mul_cols_p1 if fn is mul_flat_p1 else mul_cols_r1
-        return twin, (x, start * inner, args[1 - at[0]], *args[2:])  # (the int32 product commutes)
+    a = reader.args
+    at = [name for name, v in a._asdict().items() if _overlap(v, s.out)]
+    if reader.fn is copy_flat_g and at == ["x"] and _same(a.x, s.out):
+        return twin(copy_cols_g, a, x=s.x, c0=s.start * s.inner)
+    if reader.fn in (mul_flat_p1, mul_flat_r1) and at in (["x"], ["sc"]) and _same(getattr(a, at[0]), s.out):
+        cols = mul_cols_p1 if reader.fn is mul_flat_p1 else mul_cols_r1
+        return twin(cols, a, x=s.x, c0=s.start * s.inner, sc=a.sc if at == ["x"] else a.x)
     return None
 
 

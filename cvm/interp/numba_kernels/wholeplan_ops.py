@@ -1,11 +1,11 @@
 """The numpy calls of the per-step path as compiled kernels, for the whole-plan runner (a numpy call
-would split its program): add / sub / mul with broadcasting, the tensor division (div_round.py), and concat; and in place of kernels
-that are slow on a few values, a slice (take_axis) as runs, a VNNI dense of a few pixels as
-gemv_vnni's kernel (gemv_i32's for the portable int32 one), the fused row kernels and small dense layers
-as their small-call twins (rows_lean).
+would split its program): add / sub / mul with broadcasting, the tensor division (div_round.py), and
+concat; a slice (take_axis) as runs; and in place of kernels that are slow on a few values, the
+small-call twins of variants.VARIANTS' "program" rows (row_twins: a VNNI or int32 dense of a few pixels,
+the fused row kernels and small dense layers).
 
 The per-step path runs add / sub / mul as `np.<ufunc>(a, b, out, dtype=calc, casting="unsafe")`
-(lower_ops); `translate` turns such a call into `binary(op, a, b, sa, sb, out)` when every operand is
+(lower_ops, a calls.Ufunc); `translate` turns such a call into `binary(op, a, b, sa, sb, out)` when every operand is
 C-contiguous, and a concat (`np.concatenate(parts, axis, out, casting="unsafe")`) of C-contiguous
 parts into one `place` call a part. Exactness of binary: numpy computes
 in `calc` (the widest of the operands' and the output's types, so no operand narrows) and casts to
@@ -16,11 +16,12 @@ place stores each value into the output's type as numpy's unsafe cast does (trun
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numba import njit
 
+from ...arith import div_round_into
+from .calls import Call, Ufunc, call
+from .div_round import at, div_round4
 from .tuning import DEFAULT_TUNING, Tuning
 
 OPS = {np.add: 0, np.subtract: 1, np.multiply: 2}
@@ -38,9 +39,7 @@ def binary(op, a, b, sa, sb, out):
     for i0 in range(d0):
         for i1 in range(d1):
             for i2 in range(d2):
-                pa = i0 * sa[0] + i1 * sa[1] + i2 * sa[2]
-                pb = i0 * sb[0] + i1 * sb[1] + i2 * sb[2]
-                row = out[i0, i1, i2]
+                pa, pb, row = at(sa, i0, i1, i2), at(sb, i0, i1, i2), out[i0, i1, i2]
                 if ka == 1 and kb == 1:
                     _rows(op, a[pa:pa + d3], b[pb:pb + d3], row)
                 elif ka == 1 and kb == 0:
@@ -135,24 +134,21 @@ def take_runs(x, start, step, inner, out):
                 dst[i * inner + j] = src[b + j]
 
 
-def translate(fn, args, tuning: Tuning = DEFAULT_TUNING) -> list:
-    """The calls that do what fn(*args) does: [(fn, args)], or compiled kernels in its place (the
-    small-call twins that `tuning`, a Tuning, selects)."""
-    from . import div_round, gemv_i32, gemv_vnni, row_twins
+def translate(c: Call, tuning: Tuning = DEFAULT_TUNING) -> list:
+    """The calls that do what the bound call c does: [c], or compiled kernels in its place (the numpy
+    calls above; the small-call twins that `tuning` turns on, variants.VARIANTS' "program" rows)."""
+    from . import variants
     from .elementwise import take_axis
     from .lower_ops import _concat
+    fn, a = c
     if fn is _concat:
-        return _concat_calls(*args) or [(fn, args)]
-    if fn is take_axis and all(a.flags.c_contiguous for a in (args[0], args[3])):
-        x, start, step, out = args
-        return [(take_runs, (x.reshape(x.shape[0], -1), start, step, out.shape[2], out.reshape(out.shape[0], -1)))]
-    rows = tuning.gemv_max_rows
-    if (small := gemv_vnni.translate(fn, args, rows) or gemv_i32.translate(fn, args, rows)
-            or row_twins.translate_row(fn, args, tuning)) is not None:
-        return [row_twins.translate(small, tuning)]
-    if (division := div_round.translate(fn, args, _strides, RANK)) is not None:
-        return [division]
-    return [row_twins.translate(_binary_call(fn, args), tuning)]
+        return _concat_calls(a.parts, a.axis, a.out) or [c]
+    if fn is take_axis and a.x.flags.c_contiguous and a.out.flags.c_contiguous:
+        x, out = a.x, a.out
+        return [call(take_runs, x.reshape(x.shape[0], -1), a.start, a.step, out.shape[2], out.reshape(out.shape[0], -1))]
+    if fn is div_round_into:
+        return [_division(c)]
+    return [variants.choose("program", _binary_call(c), tuning)]
 
 
 def _concat_calls(parts, axis, out) -> list | None:
@@ -161,28 +157,44 @@ def _concat_calls(parts, axis, out) -> list | None:
     outer, inner = int(np.prod(out.shape[:axis], dtype=np.int64)), int(np.prod(out.shape[axis + 1:], dtype=np.int64))
     calls, start = [], 0
     for part in parts:
-        calls.append((place, (part.reshape(outer, part.shape[axis], inner), start, out.reshape(outer, -1, inner))))
+        calls.append(call(place, part.reshape(outer, part.shape[axis], inner), start, out.reshape(outer, -1, inner)))
         start += part.shape[axis]
     return calls
 
 
-def _binary_call(fn, args):
-    """(binary, args) for a call np.<add|subtract|multiply>(a, b, out) of lower_ops' partial form
-    whose operands are C-contiguous and broadcast to out's shape (rank <= RANK); else (fn, args)."""
-    if not (isinstance(fn, functools.partial) and fn.func in OPS and not fn.args and len(args) == 3
-            and set(fn.keywords) <= {"dtype", "casting"} and fn.keywords.get("casting") == "unsafe"):
-        return fn, args
-    a, b, out = args
-    if not all(isinstance(x, np.ndarray) and x.flags.c_contiguous and x.dtype.kind in "iu" for x in args):
-        return fn, args
-    calc = np.dtype(fn.keywords.get("dtype", out.dtype))
-    if out.ndim > RANK or any(x.dtype.itemsize > calc.itemsize for x in args) or calc.kind != "i":
-        return fn, args
-    strides = [_strides(x.shape, out.shape) for x in (a, b)]
-    if any(s is None for s in strides):
-        return fn, args
-    shape4 = (1,) * (RANK - out.ndim) + out.shape
-    return binary, (OPS[fn.func], a.reshape(-1), b.reshape(-1), strides[0], strides[1], out.reshape(shape4))
+def _broadcast(operands, out) -> list | None:
+    """The element strides of C-contiguous integer operands broadcast to out (rank <= RANK), or None."""
+    if out.ndim > RANK or not all(isinstance(x, np.ndarray) and x.flags.c_contiguous and x.dtype.kind in "iu"
+                                  for x in (*operands, out)):
+        return None
+    strides = [_strides(x.shape, out.shape) for x in operands]
+    return None if any(s is None for s in strides) else strides
+
+
+def _out4(out):
+    return out.reshape((1,) * (RANK - out.ndim) + out.shape)
+
+
+def _binary_call(c: Call) -> Call:
+    """binary's call for a calls.Ufunc call (np.<add|subtract|multiply>(a, b, out) of lower_ops) whose
+    operands are C-contiguous and broadcast to out's shape (rank <= RANK), none wider than its type; else c."""
+    if not isinstance(c.fn, Ufunc) or c.fn.op not in OPS:
+        return c
+    a, b, out = c.args
+    calc = c.fn.dtype
+    if (strides := _broadcast((a, b), out)) is None or any(x.dtype.itemsize > calc.itemsize for x in (a, b, out)) \
+            or calc.kind != "i":
+        return c
+    return call(binary, OPS[c.fn.op], a.reshape(-1), b.reshape(-1), strides[0], strides[1], _out4(out))
+
+
+def _division(c: Call) -> Call:
+    """div_round.div_round4's call for a div_round_into(x, d, out, d2) call on int32-or-narrower operands
+    that broadcast to out; else c."""
+    a = c.args
+    if (strides := _broadcast((a.x, a.d), a.out)) is None or a.x.dtype.itemsize > 4 or a.d.dtype.itemsize > 4:
+        return c
+    return call(div_round4, a.x.reshape(-1), a.d.reshape(-1), strides[0], strides[1], _out4(a.out))
 
 
 def _strides(shape: tuple, out: tuple) -> np.ndarray | None:
