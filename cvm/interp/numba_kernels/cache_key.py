@@ -2,7 +2,7 @@
 llvmlite and numpy versions and the target CPU.
 
 numba stamps a cached function with its own file's contents only, but a kernel inlines helpers from
-other files (conv.out_rows, simd_step, vnni, fused): after a change to a helper, a cached caller kept
+other files (step.out_rows, simd_step, tiles, vnni, fused): after a change to a helper, a cached caller kept
 the old arithmetic, and a node that pulled a change to the output step could commit another output
 hash than honest nodes. Here every function defined in this folder is cached in a directory named by
 one key, and that key is also its source stamp (numba drops an index whose stamp differs): a change to

@@ -8,7 +8,7 @@ output rows (never the summed axis) into chunks.
 
 geo: kargs.GEO (kh, kw, sh, sw, dh, dw, pt, pl, groups, cg, og, k, oh, ow; k = kh*kw*cg the summed
 length); ost: kargs.OST
-The output step (out_rows) is plan.OutputStep: requant, relu/clip, and a residual add with its own
+The output step (step.out_rows) is plan.OutputStep: requant, relu/clip, and a residual add with its own
 requant and relu/clip, when the planner fused them.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .kargs import CG, DH, DW, GROUPS, HAS_RESIDUAL, HI, HI2, K, KH, KW, LO, LO2, LUT1, LUT1_OFF, LUT2, LUT2_OFF, OG, OH, \
-    OW, PL, PT, RHI, RLO, RMUL, RND, RND2, RRND, RSHIFT, SH, SHIFT, SHIFT2, SW
+from .kargs import CG, DH, DW, GROUPS, K, KH, KW, OG, OH, OW, PL, PT, SH, SW
+from .step import out_rows
 
 BLOCK_ROWS = 64  # output pixels packed at a time (the packed block stays in L1/L2)
 
@@ -53,77 +53,6 @@ def pack_rows(x, geo, g, r0, nrows, buf, offset):
                 col += cg
         for c in range(k, buf.shape[1]):
             buf[r, c] = offset
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def out_rows(s, nrows, out, r0, c0, mult, mult2, ost, res):
-    """The output step (plan.OutputStep) for out[r0 + r, c0 + n] from the accumulators s[r, n],
-    r < nrows, n < len(mult). ost: the kargs.OST layout, then the lookup tables;
-    res: the residual, shaped like out (unused without one). s is scratch: a lookup overwrites it."""
-    og = mult.shape[0]
-    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
-    if ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0:
-        for r in range(nrows):
-            srow, orow = s[r], out[r0 + r, c0:c0 + og]
-            for n in range(og):
-                orow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
-        return
-    if ost[HAS_RESIDUAL] == 0:
-        t1 = ost[LUT1] - ost[LUT1_OFF]
-        for r in range(nrows):  # two passes: the requant vectorizes (into the scratch s), the lookups do not
-            srow, orow = s[r], out[r0 + r, c0:c0 + og]
-            for n in range(og):
-                srow[n] = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
-            for n in range(og):
-                orow[n] = ost[t1 + srow[n]]
-        return
-    _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _out_rows_residual(s, nrows, out, r0, c0, mult, mult2, ost, res):
-    """out_rows with a residual add (and any lookup tables). res has the rows of out, or a single
-    row (a constant per channel) that every row adds; OST's rmul..rhi requantize it first (the
-    identity unless the planner absorbed a requant of the residual: only on lower_mac's VNNI path,
-    so that twins compiled against an older out_rows, e.g. rows_lean's, never see another)."""
-    og = mult.shape[0]
-    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
-    rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
-    lut1, lut2 = ost[LUT1], ost[LUT2]
-    t1, t2 = lut1 - ost[LUT1_OFF], lut2 - ost[LUT2_OFF]
-    rmul, rrnd, rshift, rlo, rhi = ost[RMUL], ost[RRND], ost[RSHIFT], ost[RLO], ost[RHI]
-    unclamped = rlo <= -(1 << 31) and rhi >= (1 << 31) - 1  # every tensor value fits int32 (plan.OPEN_LO,
-    # OPEN_HI): the planner opens the residual's clamp where it proved it inactive
-    identity = rmul == 1 and rshift == 0 and unclamped  # the residual as it is
-    last = res.shape[0] - 1
-    for r in range(nrows):
-        srow, orow, rrow = s[r], out[r0 + r, c0:c0 + og], res[min(r0 + r, last), c0:c0 + og]
-        if lut1 == 0 and lut2 == 0 and identity:  # no branch in the loops: they vectorize
-            for n in range(og):
-                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + rrow[n]
-                orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
-            continue
-        if lut1 == 0 and lut2 == 0 and unclamped:  # the residual requantized first (plan.OutputStep.res_mult);
-            for n in range(og):  # without its clamp: 0.154 vs 0.172 ns an output
-                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + \
-                    ((np.int64(rrow[n]) * rmul + rrnd) >> rshift)
-                orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
-            continue
-        if lut1 == 0 and lut2 == 0:
-            for n in range(og):
-                v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi) + \
-                    min(max((np.int64(rrow[n]) * rmul + rrnd) >> rshift, rlo), rhi)
-                orow[n] = min(max((v * mult2[n] + rnd2) >> shift2, lo2), hi2)
-            continue
-        for n in range(og):
-            v = min(max((np.int64(srow[n]) * mult[n] + rnd) >> shift, lo), hi)
-            if lut1 != 0:
-                v = ost[t1 + v]
-            v = min(max(((v + min(max((np.int64(rrow[n]) * rmul + rrnd) >> rshift, rlo), rhi)) * mult2[n] + rnd2)
-                        >> shift2, lo2), hi2)
-            if lut2 != 0:
-                v = ost[t2 + v]
-            orow[n] = v
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -281,19 +210,17 @@ def conv_i64(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
     for p in range(b0 * BLOCK_ROWS, min(b1 * BLOCK_ROWS, out.shape[0])):
         n, rest = p // (oh * ow), p % (oh * ow)
         i, j = rest // ow, rest % ow
+        ulo, uhi = tap_range(i, sh, dh, pt, h, kh)  # the taps inside the input
+        vlo, vhi = tap_range(j, sw, dw, pl, wd, kw)
         for g in range(groups):
             for o in range(og):
                 acc = bias[g, o]
-                for u in range(kh):
-                    y = i * sh + u * dh - pt
-                    if y < 0 or y >= h:
-                        continue
-                    for v in range(kw):
-                        z = j * sw + v * dw - pl
-                        if z < 0 or z >= wd:
-                            continue
+                for u in range(ulo, uhi):
+                    xr, wr = x[n, i * sh + u * dh - pt], w[g, o, u]
+                    for v in range(vlo, vhi):
+                        xp, wv = xr[j * sw + v * dw - pl, g * cg:], wr[v]
                         for c in range(cg):
-                            acc += np.int64(x[n, y, z, g * cg + c]) * w[g, o, u, v, c]
+                            acc += np.int64(xp[c]) * wv[c]
                 s[0, o] = acc
             out_rows(s, 1, out, p, g * og, mult[g], mult2[g], ost, res)
 
@@ -317,15 +244,11 @@ def conv_depthwise(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
             acc = s[r]
             for ch in range(c):
                 acc[ch] = bias[ch]
-            for u in range(kh):
-                y = i * sh + u * dh - pt
-                if y < 0 or y >= h:
-                    continue
-                for v in range(kw):
-                    z = j * sw + v * dw - pl
-                    if z < 0 or z >= wd:
-                        continue
-                    xr, wr = x[n, y, z], w[u, v]
+            ulo, uhi = tap_range(i, sh, dh, pt, h, kh)  # the taps inside the input
+            vlo, vhi = tap_range(j, sw, dw, pl, wd, kw)
+            for u in range(ulo, uhi):
+                for v in range(vlo, vhi):
+                    xr, wr = x[n, i * sh + u * dh - pt, j * sw + v * dw - pl], w[u, v]
                     for ch in range(c):
                         acc[ch] = np.int32(acc[ch] + np.int32(xr[ch]) * wr[ch])
         out_rows(s, nrows, out, r0, np.int64(0), mult[0], mult2[0], ost, res)

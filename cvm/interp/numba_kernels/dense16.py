@@ -11,7 +11,7 @@ Weights are packed per 16 output channels (a panel), then per pair of k, then la
 wp[((j * k2 + t) * 16 + lane) * 2 + i] = w[16 j + lane, 2 t + i], panels padded to an even count with
 zero weights (a tile takes two). The input is read in place, a pair of int16 at a time (one 32-bit
 broadcast); an odd k's last column is added after the tile by a plain loop. A tile is 4 rows x 32
-channels in registers; the output step is conv.out_rows.
+channels in registers (tiles.tiles_4x2, with vpdpwssd as its inner product); the output step is step.out_rows.
 """
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from numba import njit
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .conv import out_rows
-from .simd import i32x16, vbroadcast4, vload, vstore
+from .step import out_rows
+from .simd import i32x16
+from .tiles import tiles_4x2
 
 BLOCK_ROWS = 64  # rows per block: the unit of work split between threads
 _VEC = ir.VectorType(ir.IntType(32), 16)
@@ -51,41 +52,10 @@ def pack_weights(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(packed).reshape(-1), last
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_4x2(x, a0, a1, a2, a3, k2, wp, wbase, bias, n0, s, sbase, lds):
-    """Rows starting at flat offsets a0..a3 of x, panels n0/16 and n0/16 + 1: 8 accumulators."""
-    c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
-    c10, c11, c20, c21, c30, c31 = c00, c01, c00, c01, c00, c01
-    w0, w1 = wbase, wbase + k2 * 32
-    for t in range(k2):
-        b0, b1 = vload(wp, w0 + 32 * t), vload(wp, w1 + 32 * t)
-        v = vbroadcast4(x, a0 + 2 * t)
-        c00, c01 = dpwssd(c00, v, b0), dpwssd(c01, v, b1)
-        v = vbroadcast4(x, a1 + 2 * t)
-        c10, c11 = dpwssd(c10, v, b0), dpwssd(c11, v, b1)
-        v = vbroadcast4(x, a2 + 2 * t)
-        c20, c21 = dpwssd(c20, v, b0), dpwssd(c21, v, b1)
-        v = vbroadcast4(x, a3 + 2 * t)
-        c30, c31 = dpwssd(c30, v, b0), dpwssd(c31, v, b1)
-    vstore(s, sbase, c00)
-    vstore(s, sbase + 16, c01)
-    vstore(s, sbase + lds, c10)
-    vstore(s, sbase + lds + 16, c11)
-    vstore(s, sbase + 2 * lds, c20)
-    vstore(s, sbase + 2 * lds + 16, c21)
-    vstore(s, sbase + 3 * lds, c30)
-    vstore(s, sbase + 3 * lds + 16, c31)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_1x2(x, a0, k2, wp, wbase, bias, n0, s, sbase):
-    c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
-    w0, w1 = wbase, wbase + k2 * 32
-    for t in range(k2):
-        v = vbroadcast4(x, a0 + 2 * t)
-        c00, c01 = dpwssd(c00, v, vload(wp, w0 + 32 * t)), dpwssd(c01, v, vload(wp, w1 + 32 * t))
-    vstore(s, sbase, c00)
-    vstore(s, sbase + 16, c01)
+@njit(cache=True, inline="always")
+def dot_s16(acc, a, b):
+    """vpdpwssd (dpwssd) as a function a tile can take."""
+    return dpwssd(acc, a, b)
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
@@ -93,15 +63,7 @@ def _block(x, r0, nrows, wp, last, bias, s):
     """s[r, n] = bias[n] + sum_k x[r0 + r, k] * w[n, k] for the block's rows, every (padded) channel."""
     k = x.shape[1]
     k2, lds = k // 2, s.shape[1]
-    for n0 in range(0, lds, 32):
-        wbase = (n0 // 16) * k2 * 32
-        r = 0
-        while r + 4 <= nrows:
-            a = (r0 + r) * k
-            _tile_4x2(x, a, a + k, a + 2 * k, a + 3 * k, k2, wp, wbase, bias, n0, s, r * lds + n0, lds)
-            r += 4
-        for rr in range(r, nrows):
-            _tile_1x2(x, (r0 + rr) * k, k2, wp, wbase, bias, n0, s, rr * lds + n0)
+    tiles_4x2(dot_s16, x, r0 * k, k, nrows, k2, 2, 32, wp, k2 * 32, bias, s)
     if k % 2:
         for r in range(nrows):
             xv, srow = np.int32(x[r0 + r, k - 1]), s[r]

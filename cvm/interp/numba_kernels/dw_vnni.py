@@ -35,7 +35,7 @@ MobileNetV2's 17 calls (3x3) 0.739 -> 0.471 ms (batch 1), 6.99 -> 3.97 ms (batch
 7x7 too, EfficientNet-B0's 1.121 -> 0.720 ms (batch 1); thread CPU, one process.
 
 wq: (nq*kw, cp) int32, four int8 weights per lane (byte t: tap (4k + t, v)), row k*kw + v;
-bias: (cp,) int32; mult, mult2: (1, C) int64; ost, res: the output step (conv.out_rows);
+bias: (cp,) int32; mult, mult2: (1, C) int64; ost, res: the output step (step.out_rows);
 out: (N*OH*OW, C); geo: kargs.DGEO; b0..b1: output image rows (n * OH + i), OW pixels each.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .conv import out_rows
+from .step import out_rows
 from .kargs import D_C, D_DH, D_DW, D_HP, D_KH, D_KW, D_NQ, D_OH, D_OW, D_SH, D_SW, D_WP, HAS_RESIDUAL, HI, LO, LUT1, RND, \
     SHIFT
 from .simd import dpbusd, vload, vstore
@@ -60,7 +60,7 @@ def conv_dw_vnni(xp, wq, bias, mult, mult2, ost, res, out, geo, b0, b1):
     q = np.empty(nq * wpd * cp + 4 * geo[D_SW] * cp, np.int32)  # and its reads past the row (times weight 0)
     for row in range(b0, b1):
         _quads_padded(xp, q, row, geo, cp)
-        _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row)
+        _taps(q, wq, wq, False, bias, mult, mult2, ost, res, out, geo, s, row)
 
 
 @njit(cache=True, nogil=True)
@@ -82,11 +82,11 @@ def conv_dw_vnni_in_place(x, wq, bias, mult, mult2, ost, pad, res, out, geo, b0,
     while row < b1:
         if pairs and row + 1 < b1 and row % oh + 1 < oh:  # two output rows from one quad of input rows
             _quads_in_place(x, q, row, geo, cp, pad, True)
-            _taps_pair(q, wq, wq2, bias, mult, ost, out, geo, row)
+            _taps(q, wq, wq2, True, bias, mult, mult2, ost, res, out, geo, s, row)
             row += 2
             continue
         _quads_in_place(x, q, row, geo, cp, pad, False)
-        _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row)
+        _taps(q, wq, wq, False, bias, mult, mult2, ost, res, out, geo, s, row)
         row += 1
 
 
@@ -154,82 +154,77 @@ def _quads_in_place(x, q, row, geo, cp, pad, pair):
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _taps_pair(q, wq, wq2, bias, mult, ost, out, geo, row):
-    """Output rows row and row + 1 from quads of input rows i..i+4nq-1: the lane bytes times wq for
-    the first, times wq2 (the same weights one row further down) for the second; both stored through
-    the output step on the accumulators (no residual or lookup, C a multiple of 16)."""
-    kw, sw, dw, ow, c, nq, wpd = geo[D_KW], geo[D_SW], geo[D_DW], geo[D_OW], geo[D_C], geo[D_NQ], geo[D_WP]
+def _taps(q, wq, wq2, pair, bias, mult, mult2, ost, res, out, geo, s, row):
+    """Output row `row` from its tap quads q: tiles of 4 pixels x 16 channels, then the output step (on the
+    accumulators where `direct` holds, else through s and out_rows). pair (quads of input rows
+    i..i+4nq-1): also output row row + 1, from the same quads times wq2 (the weights one kernel row
+    further down), both through the output step on the accumulators (no residual or lookup, C a
+    multiple of 16)."""
+    ow, c = geo[D_OW], geo[D_C]
     cp = wq.shape[1]
-    wf, wf2, mf = wq.reshape(wq.size), wq2.reshape(wq2.size), mult.reshape(mult.size)
-    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
-    jstep, vstep = sw * cp, dw * cp
-    for cb in range(0, cp, 16):
-        bv = vload(bias, cb)
-        j = 0
-        while j < ow:
-            if j + 4 > ow:  # the last tile repeats pixels of the one before
-                j = max(0, ow - 4)
-            t0, t1, t2, t3 = bv, bv, bv, bv
-            u0, u1, u2, u3 = bv, bv, bv, bv
-            for k in range(nq):
-                for v in range(kw):
-                    p = (k * wpd + j * sw) * cp + v * vstep + cb
-                    wv, wu = vload(wf, (k * kw + v) * cp + cb), vload(wf2, (k * kw + v) * cp + cb)
-                    x0, x1 = vload(q, p), vload(q, p + jstep)
-                    x2, x3 = vload(q, p + 2 * jstep), vload(q, p + 3 * jstep)
-                    t0, u0 = dpbusd(t0, x0, wv), dpbusd(u0, x0, wu)
-                    t1, u1 = dpbusd(t1, x1, wv), dpbusd(u1, x1, wu)
-                    t2, u2 = dpbusd(t2, x2, wv), dpbusd(u2, x2, wu)
-                    t3, u3 = dpbusd(t3, x3, wv), dpbusd(u3, x3, wu)
-            o = (row * ow + j) * c + cb
-            step_store(out, o, t0, mf, cb, rnd, shift, lo, hi)
-            step_store(out, o + c, t1, mf, cb, rnd, shift, lo, hi)
-            step_store(out, o + 2 * c, t2, mf, cb, rnd, shift, lo, hi)
-            step_store(out, o + 3 * c, t3, mf, cb, rnd, shift, lo, hi)
-            o += ow * c
-            step_store(out, o, u0, mf, cb, rnd, shift, lo, hi)
-            step_store(out, o + c, u1, mf, cb, rnd, shift, lo, hi)
-            step_store(out, o + 2 * c, u2, mf, cb, rnd, shift, lo, hi)
-            step_store(out, o + 3 * c, u3, mf, cb, rnd, shift, lo, hi)
-            j += 4
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row):
-    """Output row `row` from its tap quads q: tiles of 4 pixels x 16 channels, then the output step
-    (on the accumulators where `direct` holds, else through s and out_rows)."""
-    kw, sw, dw, ow, wpd, c, nq = geo[D_KW], geo[D_SW], geo[D_DW], geo[D_OW], geo[D_WP], geo[D_C], geo[D_NQ]
-    cp = wq.shape[1]
-    wf, sf, mf = wq.reshape(wq.size), s.reshape(s.size), mult.reshape(mult.size)
-    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    sf, mf = s.reshape(s.size), mult.reshape(mult.size)
+    step = (mf, ost[RND], ost[SHIFT], ost[LO], ost[HI])
     direct = c % 16 == 0 and ow >= 4 and ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0
-    jstep, vstep = sw * cp, dw * cp
     for cb in range(0, cp, 16):
-        bv = vload(bias, cb)
         j = 0
         while j < ow:
             if j + 4 > ow:  # the last tile repeats pixels of the one before
                 j = max(0, ow - 4)
-            t0, t1, t2, t3 = bv, bv, bv, bv
-            for k in range(nq):
-                for v in range(kw):
-                    p = (k * wpd + j * sw) * cp + v * vstep + cb
-                    wv = vload(wf, (k * kw + v) * cp + cb)
-                    t0 = dpbusd(t0, vload(q, p), wv)
-                    t1 = dpbusd(t1, vload(q, p + jstep), wv)
-                    t2 = dpbusd(t2, vload(q, p + 2 * jstep), wv)
-                    t3 = dpbusd(t3, vload(q, p + 3 * jstep), wv)
-            if direct:  # the output step on the accumulators, stored to out (simd_step)
-                o = (row * ow + j) * c + cb
-                step_store(out, o, t0, mf, cb, rnd, shift, lo, hi)
-                step_store(out, o + c, t1, mf, cb, rnd, shift, lo, hi)
-                step_store(out, o + 2 * c, t2, mf, cb, rnd, shift, lo, hi)
-                step_store(out, o + 3 * c, t3, mf, cb, rnd, shift, lo, hi)
+            o = (row * ow + j) * c + cb
+            if pair:
+                t0, t1, t2, t3, u0, u1, u2, u3 = _tile(_below, q, wq, wq2, bias, geo, cb, j)
+                _store_pixels(out, o, c, t0, t1, t2, t3, cb, step)
+                _store_pixels(out, o + ow * c, c, u0, u1, u2, u3, cb, step)
             else:
-                vstore(sf, j * cp + cb, t0)
-                vstore(sf, (j + 1) * cp + cb, t1)
-                vstore(sf, (j + 2) * cp + cb, t2)
-                vstore(sf, (j + 3) * cp + cb, t3)
+                t0, t1, t2, t3, _, _, _, _ = _tile(_none, q, wq, wq, bias, geo, cb, j)
+                if direct:  # the output step on the accumulators, stored to out (simd_step)
+                    _store_pixels(out, o, c, t0, t1, t2, t3, cb, step)
+                else:
+                    vstore(sf, j * cp + cb, t0)
+                    vstore(sf, (j + 1) * cp + cb, t1)
+                    vstore(sf, (j + 2) * cp + cb, t2)
+                    vstore(sf, (j + 3) * cp + cb, t3)
             j += 4
-    if not direct:
+    if not direct and not pair:
         out_rows(s, ow, out, row * ow, np.int64(0), mult[0], mult2[0], ost, res)
+
+
+@njit(cache=True, inline="always")
+def _tile(second, q, wq, wq2, bias, geo, cb, j):
+    """The accumulators of 4 pixels (j..j+3) x 16 channels (cb..) over every tap quad: t times wq, and u =
+    second(u, x, wq2, i) (_below: times wq2, the next output row's; _none: not computed)."""
+    kw, sw, dw, wpd, nq = geo[D_KW], geo[D_SW], geo[D_DW], geo[D_WP], geo[D_NQ]
+    cp = wq.shape[1]
+    wf, wf2 = wq.reshape(wq.size), wq2.reshape(wq2.size)
+    jstep, vstep = sw * cp, dw * cp
+    t0 = t1 = t2 = t3 = u0 = u1 = u2 = u3 = vload(bias, cb)
+    for k in range(nq):
+        for v in range(kw):
+            p, i = (k * wpd + j * sw) * cp + v * vstep + cb, (k * kw + v) * cp + cb
+            wv = vload(wf, i)
+            x0, x1, x2, x3 = vload(q, p), vload(q, p + jstep), vload(q, p + 2 * jstep), vload(q, p + 3 * jstep)
+            t0, u0 = dpbusd(t0, x0, wv), second(u0, x0, wf2, i)
+            t1, u1 = dpbusd(t1, x1, wv), second(u1, x1, wf2, i)
+            t2, u2 = dpbusd(t2, x2, wv), second(u2, x2, wf2, i)
+            t3, u3 = dpbusd(t3, x3, wv), second(u3, x3, wf2, i)
+    return t0, t1, t2, t3, u0, u1, u2, u3
+
+
+@njit(cache=True, inline="always")
+def _below(u, x, wf2, i):
+    return dpbusd(u, x, vload(wf2, i))
+
+
+@njit(cache=True, inline="always")
+def _none(u, x, wf2, i):
+    return u
+
+
+@njit(cache=True, inline="always")
+def _store_pixels(out, o, c, t0, t1, t2, t3, cb, step):
+    """4 pixels' (c values apart) 16 accumulators through the output step (simd_step.step_store)."""
+    mf, rnd, shift, lo, hi = step
+    step_store(out, o, t0, mf, cb, rnd, shift, lo, hi)
+    step_store(out, o + c, t1, mf, cb, rnd, shift, lo, hi)
+    step_store(out, o + 2 * c, t2, mf, cb, rnd, shift, lo, hi)
+    step_store(out, o + 3 * c, t3, mf, cb, rnd, shift, lo, hi)

@@ -1,13 +1,15 @@
 """Elementwise kernels on flat arrays: requant, clamp (relu, clip), lut (div and the binary ops use numpy).
 
 Requant: y = clip(floor((x*m + r) / 2^s), lo, hi) with r = 2^(s-1) (0 when s = 0), in int64 (the
-verifier proved |x|*max(m) + r fits int64); `>>` on signed ints is floor division by 2^s.
+verifier proved |x|*max(m) + r fits int64): step.requant, the output step's own stage.
 Loops index views with their own loop counter only, so that LLVM vectorizes them.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from .step import requant as step_requant
 
 
 @njit(cache=True, nogil=True)
@@ -17,20 +19,20 @@ def requant(x, mult, inner, rnd, shift, lo, hi, out):
     if c == 1:
         m = mult[0]
         for i in range(x.shape[0]):
-            out[i] = min(max((np.int64(x[i]) * m + rnd) >> shift, lo), hi)
+            out[i] = step_requant(x[i], m, rnd, shift, lo, hi)
         return
     outer = x.shape[0] // (c * inner)
     if inner == 1:
         for r in range(outer):
             xr, orow = x[r * c:(r + 1) * c], out[r * c:(r + 1) * c]
             for j in range(c):
-                orow[j] = min(max((np.int64(xr[j]) * mult[j] + rnd) >> shift, lo), hi)
+                orow[j] = step_requant(xr[j], mult[j], rnd, shift, lo, hi)
         return
     for r in range(outer * c):
         m = mult[r % c]
         xr, orow = x[r * inner:(r + 1) * inner], out[r * inner:(r + 1) * inner]
         for j in range(inner):
-            orow[j] = min(max((np.int64(xr[j]) * m + rnd) >> shift, lo), hi)
+            orow[j] = step_requant(xr[j], m, rnd, shift, lo, hi)
 
 
 @njit(cache=True, nogil=True)

@@ -5,13 +5,14 @@ conv.conv_i32 packs its input rows into a buffer (im2col) and allocates that buf
 scratch on every call; for a dense layer (a 1x1 input, one group, K = C) a row of the input is already
 the packed row (conv_i32 packs with offset 0). This kernel computes each accumulator with conv's own
 _dot_i32 (int32, the planner proved every partial sum fits: the same values as the tiled GEMM) straight
-from the input, then the same output step (conv.out_rows), on a scratch row_twins.gemv_i32 allocates once.
+from the input, then the same output step (step.out_rows), on a scratch row_twins.gemv_i32 allocates once.
 """
 from __future__ import annotations
 
 from numba import njit
 
-from .conv import _dot_i32, out_rows
+from .conv import _dot_i32
+from .step import out_rows
 
 
 @njit(cache=True, nogil=True)

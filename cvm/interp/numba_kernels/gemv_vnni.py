@@ -5,7 +5,7 @@ vnni.conv_vnni computes tiles of 6 (or 8) pixels: for one pixel it does six pixe
 tile's other rows repeat the last pixel) and allocates its scratch, about half a microsecond for
 the LSTM fixture's 128 x 32 dense layers. This kernel reads the same padded uint8 input, packed
 weights and folded bias (layout in vnni.py), runs the same vpdpbusd over the same bytes in the same
-order for each pixel and panel, and ends with the same output step (conv.out_rows), so it writes
+order for each pixel and panel, and ends with the same output step (step.out_rows), so it writes
 what padded_conv_vnni writes. row_twins.gemv swaps it in for a padded_conv_vnni call of at most
 Tuning.gemv_max_rows pixels that is not split between threads, with its scratch preallocated.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from numba import njit
 
-from .conv import out_rows
 from .kargs import V_CG, V_GROUPS, V_OG, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
 from .simd import dpbusd, vbroadcast4, vload, vstore
-from .vnni import _pixel_bases, to_padded_u8
+from .step import out_rows
+from .vnni import pixel_bases, to_padded_u8
 
 
 @njit(cache=True, nogil=True)
@@ -31,7 +31,7 @@ def padded_gemv_vnni(x, xp3, pt, pl, z, r0, r1, xp, wp, bias, mult, mult2, ost, 
     nv = lds // 16
     ldw = wp.shape[1] // nv
     xf = xp.reshape(xp.size)
-    _pixel_bases(0, rows, geo, bases)
+    pixel_bases(0, rows, geo, bases, 0)
     for g in range(groups):
         wg, bg, off = wp[g], bias[g], g * cg
         for m in range(rows):

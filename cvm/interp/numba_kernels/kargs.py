@@ -5,7 +5,7 @@ them at compile time); planners build the arrays with `pack`, by name.
 GEO    portable MAC and pooling kernels (conv.py, pool.py): the window, then the GEMM's sizes
 VGEO   the VNNI kernel (vnni.py): the window over the padded input, the padded sizes, the tap runs
 DGEO   the VNNI depthwise kernel (dw_vnni.py): the window over the padded input, the padded sizes
-OST    the fused output step (plan.OutputStep, conv.out_rows); its lookup tables follow the fields
+OST    the fused output step (plan.OutputStep, step.out_rows); its lookup tables follow the fields
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ D_KH, D_KW, D_SH, D_SW, D_DH, D_DW, D_OH, D_OW, D_HP, D_WP, D_C, D_NQ = range(le
 OST = ("rnd", "shift", "lo", "hi", "has_residual", "rnd2", "shift2", "lo2", "hi2",
        "lut1", "lut1_off", "lut2", "lut2_off",  # lutK: index in the array where stage K's table starts (0: none)
        "rmul", "rrnd", "rshift", "rlo", "rhi")  # the residual's own per-tensor requant and clamp (identity:
-# 1, 0, 0 and the open clamp), applied to it before the add (plan.OutputStep.res_*; conv.out_rows)
+# 1, 0, 0 and the open clamp), applied to it before the add (plan.OutputStep.res_*; step.out_rows)
 (RND, SHIFT, LO, HI, HAS_RESIDUAL, RND2, SHIFT2, LO2, HI2, LUT1, LUT1_OFF, LUT2, LUT2_OFF,
  RMUL, RRND, RSHIFT, RLO, RHI) = range(len(OST))
 

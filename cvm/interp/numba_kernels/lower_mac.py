@@ -33,7 +33,7 @@ NO_RESIDUAL = np.zeros((1, 1), np.int16)  # passed when the output step has no r
 
 def residual(ostep, ins: list, first: int, out2: np.ndarray) -> np.ndarray:
     """The output step's residual argument: the residual tensor (ins[first]) shaped like out2 (rows,
-    channels), or its constant per channel as a single row (conv.out_rows adds it to every row), or
+    channels), or its constant per channel as a single row (step.out_rows adds it to every row), or
     a dummy."""
     if ostep.residual_const is not None:
         return ostep.residual_const.reshape(1, -1)

@@ -4,8 +4,8 @@ A wide recurrent cell's gates are 12-bit lookups (tables of 4,095 entries, too l
 permutes of lut_vbmi.py): fused.copy_rows with a lut in its output step, called on a few rows of
 32-128 values, one scalar load from the int64 output-step table per value (about 0.6 ns a value
 measured; the LSTM fixture's 69 such calls were a third of its batch-8 run). `copy_rows_g` computes
-the same values in two passes over each row: the requant and clamp (conv.out_rows' exact int64
-arithmetic, a loop that vectorizes) into an int32 scratch row, then the lookups, 16 at a time, from
+the same values in two passes over each row: the requant and clamp (the output step's exact int64
+arithmetic, step.requant, a loop that vectorizes) into an int32 scratch row, then the lookups, 16 at a time, from
 an int32 copy of the output-step table made at bind time (the tables hold output values, which fit
 the output's dtype, at most int32; the fields before them are not read from the copy). The index
 is the clamped value plus the table's start, as in the scalar path, so it stays inside the table.
@@ -24,6 +24,7 @@ from numba.extending import intrinsic
 from .fused import BLOCK_ROWS
 from .kargs import HI, LO, LUT1, LUT1_OFF, RND, SHIFT
 from .simd import _VEC, _address, i32x16, vload
+from .step import COPY, cols, requant
 
 _I1x16 = ir.VectorType(ir.IntType(1), 16)
 _I8P = ir.IntType(8).as_pointer()
@@ -83,27 +84,16 @@ def copy_rows_g(x, mult, mult2, ost, res, out, c0, b0, b1, s, ost32):
         for r in range(nrows):
             xr, sr = x[r0 + r], s[r]
             for ch in range(c):
-                sr[ch] = min(max((np.int64(np.int32(xr[ch])) * mult[ch] + rnd) >> shift, lo), hi)
+                sr[ch] = requant(np.int32(xr[ch]), mult[ch], rnd, shift, lo, hi)
         for r in range(nrows):
-            sr, orow = s[r], out[r0 + r, c0:c0 + c]
-            ch = 0
-            while ch + 16 <= c:
-                vstore_as(orow, ch, vgather(ost32, vplus(vload(sr, ch), t1)))
-                ch += 16
-            for k in range(ch, c):
-                orow[k] = ost[t1 + sr[k]]
+            _lookups(s[r], c, t1, ost, ost32, out[r0 + r, c0:c0 + c])
 
 
 @njit(cache=True, nogil=True)
 def copy_flat_g(x, m, ost, out, s, ost32):
     """copy_rows_g on flat operands (x, out: rows x channels, contiguous; s: int32 scratch of as many
     values) with one multiplier m for every channel: one requant loop, then the lookups."""
-    n = x.shape[0]
-    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
-    t1 = ost[LUT1] - ost[LUT1_OFF]
-    for i in range(n):
-        s[i] = min(max((np.int64(np.int32(x[i])) * m + rnd) >> shift, lo), hi)
-    _lookups(s, n, t1, ost, ost32, out)
+    _cols(x.reshape(1, x.shape[0]), 0, m, ost, out, s, ost32)
 
 
 @njit(cache=True, nogil=True)
@@ -111,15 +101,13 @@ def copy_cols_g(x, c0, m, ost, out, s, ost32):
     """copy_flat_g of the columns c0:c0 + w of x (rows x W, contiguous; out: rows * w values): a
     gate's slice read in place (wholeplan_fuse) instead of copied to a buffer of its own first. Every
     value is read into s before out is written, so out may lie over x."""
-    rows = x.shape[0]
-    w = out.shape[0] // rows
-    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
-    t1 = ost[LUT1] - ost[LUT1_OFF]
-    for r in range(rows):
-        xr, base = x[r, c0:c0 + w], r * w
-        for j in range(w):
-            s[base + j] = min(max((np.int64(np.int32(xr[j])) * m + rnd) >> shift, lo), hi)
-    _lookups(s, rows * w, t1, ost, ost32, out)
+    _cols(x, c0, m, ost, out, s, ost32)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cols(x, c0, m, ost, out, s, ost32):
+    cols(COPY, x, c0, s, m, ost, s)  # (a copy reads no scale: s stands in for one)
+    _lookups(s, out.shape[0], ost[LUT1] - ost[LUT1_OFF], ost, ost32, out)
 
 
 @njit(cache=True, nogil=True, inline="always")

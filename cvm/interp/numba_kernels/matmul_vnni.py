@@ -11,14 +11,15 @@ Every intermediate is exact in int32 when K * 255 * 128 < 2^31 (MAX_K; `eligible
 matmul_i32's (the op's bound puts the sum in int32). A uint8 left operand is used as it is (no shift).
 Both operands are packed per matrix: a's rows to uint8 with K padded to a multiple of 4 (padding 0), b to
 panels of 16 columns, then groups of 4 k, then lane, then the 4 bytes (padding 0, so padded k and n add
-nothing); a tile is 4 rows x 32 columns in registers.
+nothing); a tile is 4 rows x 32 columns in registers (tiles.tiles_4x2, dense16's tiles with vpdpbusd as their
+inner product).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .simd import dpbusd, vbroadcast4, vload, vstore
+from .tiles import dot_u8s8, tiles_4x2
 
 MAX_K = (2**31 - 1) // (255 * 128)  # 65,793: the shifted partial sums stay in int32
 SHIFT = 128
@@ -58,48 +59,6 @@ def _pack_b(b, wp, start, shift):
         start[n] = -shift * col
 
 
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_4x2(au, r, k4, wp, wbase, start, n0, s):
-    c00, c01 = vload(start, n0), vload(start, n0 + 16)
-    c10, c11, c20, c21, c30, c31 = c00, c01, c00, c01, c00, c01
-    w1 = wbase + k4 * 64
-    row = au.shape[1]
-    a0 = r * row
-    for t in range(k4):
-        b0, b1 = vload(wp, wbase + 64 * t), vload(wp, w1 + 64 * t)
-        v = vbroadcast4(au, a0 + 4 * t)
-        c00, c01 = dpbusd(c00, v, b0), dpbusd(c01, v, b1)
-        v = vbroadcast4(au, a0 + row + 4 * t)
-        c10, c11 = dpbusd(c10, v, b0), dpbusd(c11, v, b1)
-        v = vbroadcast4(au, a0 + 2 * row + 4 * t)
-        c20, c21 = dpbusd(c20, v, b0), dpbusd(c21, v, b1)
-        v = vbroadcast4(au, a0 + 3 * row + 4 * t)
-        c30, c31 = dpbusd(c30, v, b0), dpbusd(c31, v, b1)
-    lds = s.shape[1]
-    base = r * lds + n0
-    vstore(s, base, c00)
-    vstore(s, base + 16, c01)
-    vstore(s, base + lds, c10)
-    vstore(s, base + lds + 16, c11)
-    vstore(s, base + 2 * lds, c20)
-    vstore(s, base + 2 * lds + 16, c21)
-    vstore(s, base + 3 * lds, c30)
-    vstore(s, base + 3 * lds + 16, c31)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_1x2(au, r, k4, wp, wbase, start, n0, s):
-    c00, c01 = vload(start, n0), vload(start, n0 + 16)
-    w1 = wbase + k4 * 64
-    a0 = r * au.shape[1]
-    for t in range(k4):
-        v = vbroadcast4(au, a0 + 4 * t)
-        c00, c01 = dpbusd(c00, v, vload(wp, wbase + 64 * t)), dpbusd(c01, v, vload(wp, w1 + 64 * t))
-    base = r * s.shape[1] + n0
-    vstore(s, base, c00)
-    vstore(s, base + 16, c01)
-
-
 def left_operand(a: np.ndarray) -> tuple[np.ndarray, int]:
     """matmul_vnni's (a, shift) for an int8 or uint8 left operand: its bytes as uint8, and 128 where they
     are int8 (flipping the top bit of an int8 byte adds 128)."""
@@ -122,14 +81,7 @@ def matmul_vnni(a, shift, b, out):
     for p in range(p_):
         _pack_a(a[p], au, flip)
         _pack_b(b[p], wp, start, shift)
-        for n0 in range(0, lds, 32):
-            wbase = (n0 // 16) * k4 * 64
-            r = 0
-            while r + 4 <= m_:
-                _tile_4x2(au, r, k4, wp, wbase, start, n0, s)
-                r += 4
-            for rr in range(r, m_):
-                _tile_1x2(au, rr, k4, wp, wbase, start, n0, s)
+        tiles_4x2(dot_u8s8, au, 0, au.shape[1], m_, k4, 4, 64, wp, k4 * 64, start, s)
         for r in range(m_):
             src, dst = s[r], out[p, r]
             for n in range(n_):

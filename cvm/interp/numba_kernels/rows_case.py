@@ -2,7 +2,7 @@
 on flat operands: case "p" (requant and clamp only) or "r" (that, then a residual tensor added and a
 second requant and clamp); no lut, the residual as it is.
 
-rows_lean's twins and conv.out_rows choose the output step's case inside the kernel among loops for
+rows_lean's twins and step.out_rows choose the output step's case inside the kernel among loops for
 every case, and run them row by row. On a recurrent cell's batch-8 calls (8 rows of 32 values) that
 measured 235 ns for a gate product where 23 ns do (compiled loop, one thread, thread CPU): LLVM
 vectorized the int32-output loop four wide, so a row of 32 values took its scalar remainder, and each
@@ -10,7 +10,7 @@ row paid the vectorized loop's alias checks. Here the output step is picked when
 (it is known then) and a call of one block runs as one loop over rows x channels, the per-channel
 multipliers tiled to every row at bind time (row_twins' `mul_rows`, `dense_rows`, `dense16_rows`
 choose them: the call, or None where another kernel serves it; the whole-plan runner asks only with
-Tuning.special on). The arithmetic is conv.out_rows', value for value: the
+Tuning.special on). The arithmetic is step.out_rows', value for value: the
 accumulator (the int32 product, or the int32 sum) widened to int64, stage 1, the residual added in
 int64, stage 2. The plain twins are the kernels they replace (tests/numba/test_numba_rows_case.py).
 """
@@ -21,11 +21,7 @@ from numba import njit
 
 from .dense16 import _block as _block16
 from .kargs import HI, HI2, LO, LO2, RND, RND2, SHIFT, SHIFT2
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _stage1(acc, m, rnd, shift, lo, hi):
-    return min(max((acc * m + rnd) >> shift, lo), hi)
+from .step import PRODUCT, cols, requant, value
 
 
 @njit(cache=True, nogil=True)
@@ -33,7 +29,7 @@ def mul_flat_p(x, sc, mult, ost, out):
     """fused.mul_rows of case "p" on flat operands: out[i] = stage 1 of the int32 product x[i] sc[i]."""
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     for i in range(x.shape[0]):
-        out[i] = _stage1(np.int64(np.int32(np.int32(x[i]) * np.int32(sc[i]))), mult[i], rnd, shift, lo, hi)
+        out[i] = requant(value(PRODUCT, x, sc, i), mult[i], rnd, shift, lo, hi)
 
 
 @njit(cache=True, nogil=True)
@@ -42,8 +38,8 @@ def mul_flat_r(x, sc, mult, mult2, ost, res, out):
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
     for i in range(x.shape[0]):
-        v = _stage1(np.int64(np.int32(np.int32(x[i]) * np.int32(sc[i]))), mult[i], rnd, shift, lo, hi) + res[i]
-        out[i] = _stage1(v, mult2[i], rnd2, shift2, lo2, hi2)
+        v = requant(value(PRODUCT, x, sc, i), mult[i], rnd, shift, lo, hi) + res[i]
+        out[i] = requant(v, mult2[i], rnd2, shift2, lo2, hi2)
 
 
 @njit(cache=True, nogil=True)
@@ -51,7 +47,7 @@ def mul_flat_p1(x, sc, m, ost, out):
     """mul_flat_p with one multiplier m for every channel (a per-tensor requant: no tiled array to read)."""
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     for i in range(x.shape[0]):
-        out[i] = _stage1(np.int64(np.int32(np.int32(x[i]) * np.int32(sc[i]))), m, rnd, shift, lo, hi)
+        out[i] = requant(value(PRODUCT, x, sc, i), m, rnd, shift, lo, hi)
 
 
 @njit(cache=True, nogil=True)
@@ -60,21 +56,15 @@ def mul_flat_r1(x, sc, m, m2, ost, res, out):
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
     for i in range(x.shape[0]):
-        v = _stage1(np.int64(np.int32(np.int32(x[i]) * np.int32(sc[i]))), m, rnd, shift, lo, hi) + res[i]
-        out[i] = _stage1(v, m2, rnd2, shift2, lo2, hi2)
+        v = requant(value(PRODUCT, x, sc, i), m, rnd, shift, lo, hi) + res[i]
+        out[i] = requant(v, m2, rnd2, shift2, lo2, hi2)
 
 
 @njit(cache=True, nogil=True)
 def mul_cols_p1(x, c0, sc, m, ost, out):
     """mul_flat_p1 with x the columns c0:c0 + w of a (rows, W) array (a gate's slice read in place:
     wholeplan_fuse); sc and out flat, rows * w values."""
-    rows = x.shape[0]
-    w = out.shape[0] // rows
-    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
-    for r in range(rows):
-        xr, base = x[r, c0:c0 + w], r * w
-        for j in range(w):
-            out[base + j] = _stage1(np.int64(np.int32(np.int32(xr[j]) * np.int32(sc[base + j]))), m, rnd, shift, lo, hi)
+    cols(PRODUCT, x, c0, sc, m, ost, out)
 
 
 @njit(cache=True, nogil=True)
@@ -88,15 +78,15 @@ def mul_cols_r1(x, c0, sc, m, m2, ost, res, out):
         xr, base = x[r, c0:c0 + w], r * w
         for j in range(w):
             i = base + j
-            v = _stage1(np.int64(np.int32(np.int32(xr[j]) * np.int32(sc[i]))), m, rnd, shift, lo, hi) + res[i]
-            out[i] = _stage1(v, m2, rnd2, shift2, lo2, hi2)
+            v = requant(np.int32(np.int32(xr[j]) * np.int32(sc[i])), m, rnd, shift, lo, hi) + res[i]
+            out[i] = requant(v, m2, rnd2, shift2, lo2, hi2)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _finish_p(s, mult, ost, out):
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     for i in range(s.shape[0]):
-        out[i] = _stage1(np.int64(s[i]), mult[i], rnd, shift, lo, hi)
+        out[i] = requant(s[i], mult[i], rnd, shift, lo, hi)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -104,8 +94,8 @@ def _finish_r(s, mult, mult2, ost, res, out):
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     rnd2, shift2, lo2, hi2 = ost[RND2], ost[SHIFT2], ost[LO2], ost[HI2]
     for i in range(s.shape[0]):
-        v = _stage1(np.int64(s[i]), mult[i], rnd, shift, lo, hi) + res[i]
-        out[i] = _stage1(v, mult2[i], rnd2, shift2, lo2, hi2)
+        v = requant(s[i], mult[i], rnd, shift, lo, hi) + res[i]
+        out[i] = requant(v, mult2[i], rnd2, shift2, lo2, hi2)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -133,7 +123,7 @@ def _finish_rows_p(s, out, mult, ost):
     for r in range(out.shape[0]):
         srow, orow = s[r], out[r]
         for n in range(og):
-            orow[n] = _stage1(np.int64(srow[n]), mult[n], rnd, shift, lo, hi)
+            orow[n] = requant(srow[n], mult[n], rnd, shift, lo, hi)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -145,8 +135,8 @@ def _finish_rows_r(s, out, mult, mult2, ost, res):
     for r in range(out.shape[0]):
         srow, orow, rrow = s[r], out[r], res[r]
         for n in range(og):
-            v = _stage1(np.int64(srow[n]), mult[n], rnd, shift, lo, hi) + rrow[n]
-            orow[n] = _stage1(v, mult2[n], rnd2, shift2, lo2, hi2)
+            v = requant(srow[n], mult[n], rnd, shift, lo, hi) + rrow[n]
+            orow[n] = requant(v, mult2[n], rnd2, shift2, lo2, hi2)
 
 
 @njit(cache=True, nogil=True)

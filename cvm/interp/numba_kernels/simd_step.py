@@ -1,4 +1,4 @@
-"""Vector helpers of the VNNI kernels beside simd.py's: the output step of conv.out_rows on 16 int32
+"""Vector helpers of the VNNI kernels beside simd.py's: the output step of step.out_rows on 16 int32
 accumulators held in a register (AVX-512), so that a VNNI tile can store its requantized outputs
 directly instead of going through an int32 scratch; and the byte fix-ups that let the depthwise
 kernel build its tap quads from an unpadded input (vbits, vsplat).
@@ -12,7 +12,7 @@ value fits). Only imported where simd.py is (avx512f + avx512vnni, compiled for 
 With an int32 multiplier array (the planner's choice where every multiplier fits int32 and shift >= 32)
 the same values come from 16 int32 lanes: two vpmuldq (even and odd lanes) give the exact 64-bit
 sums, whose high halves are floor(sum / 2^32); an arithmetic shift by shift - 32 finishes the floor.
-step_store_res adds the residual stage of conv.out_rows in int32 lanes, with the narrowed requants of
+step_store_res adds the residual stage of step.out_rows in int32 lanes, with the narrowed requants of
 narrow_mult (exact on the domains the planner proved). opaque() keeps LLVM from hoisting a tile's
 output-step constants above its GEMM loop, where they would take the accumulators' registers.
 """
@@ -160,7 +160,7 @@ def step_store_part(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi, nl):
 def step_store_res(typingctx, out, oi, acc, mult, mi, rnd, shift, lo, hi, res, rm, rr, rs, m2, r2, s2, lo2, hi2):
     """step_store's stage 1 (y), then with the residual lane r = res.flat[oi + l] (res shaped like out):
     out = clip(floor(((y + floor((r*rm + rr) / 2^rs)) * m2 + r2) / 2^s2), lo2, hi2), all in int32 lanes
-    (rm, rr, rs and m2, r2, s2: narrow_mult's triples for the two requants of conv.out_rows' residual
+    (rm, rr, rs and m2, r2, s2: narrow_mult's triples for the two requants of step.out_rows' residual
     stage, exact on the domains the planner proved; the residual's own clip open)."""
     if not _res_types_ok(out, mult, res, acc):
         return None

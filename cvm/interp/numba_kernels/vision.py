@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .conv import out_rows
+from .step import out_rows
 
 
 @njit(cache=True, nogil=True)
@@ -59,7 +59,7 @@ def conv_transpose_nhwc(x, w, bias, mult, mult2, ost, res, out, hptr, hpair, wpt
     out: (N*OH*OW, groups*og) channels-last rows; hptr (OH+1) / hpair (pairs, 2): for output row p,
     the (tap u, input i) pairs hpair[hptr[p]:hptr[p+1]] that land on it (wptr / wpair: columns).
     Output rows r0..r1 are (n, p) = divmod(row, OH). Accumulates in int64 (exact in any order), then
-    the fused output step (conv.out_rows)."""
+    the fused output step (step.out_rows)."""
     groups, cg, og = w.shape[2], w.shape[3], w.shape[4]
     acc = np.empty((1, og), np.int64)
     for r in range(r0, r1):

@@ -15,7 +15,7 @@ wp[g, ((j * kp/4 + k4) * 16 + lane) * 4 + t] = w[16 j + lane, 4 k4 + t].
 A tile is 6 output pixels x 64 output channels in registers (24 of the 32 zmm registers; 4 weight
 loads and 6 broadcasts feed 24 vpdpbusd), and 8 pixels x 32 channels for the last two panels when
 the panels (channels padded to a multiple of 32 with zero weights) are not a multiple of 4. A block
-of BLOCK_ROWS pixels goes to an int32 scratch and the output step (conv.out_rows) then
+of BLOCK_ROWS pixels goes to an int32 scratch and the output step (step.out_rows) then
 requantizes it into `out` (and applies the fused clamps, lookup tables and residual add). out_rows'
 residual requant (OST's rmul..rhi) is only ever non-identity on this file's conv_vnni
 (lower_mac.requant_residual; its clamp may be open, where the planner proved it inactive).
@@ -28,10 +28,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .conv import out_rows
-from .kargs import V_C, V_CG, V_GROUPS, V_HP, V_OG, V_OH, V_OW, V_SEG4, V_SH, V_SW, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE, V_WP, \
-    VGEO, pack
-from .simd import dpbusd, vbroadcast4, vload, vstore
+from .step import out_rows
+from .kargs import V_C, V_CG, V_GROUPS, V_HP, V_OG, V_OH, V_OW, V_SEG4, V_SH, V_SW, V_USEG, V_USTRIDE, V_VSEG, \
+    V_VSTRIDE, V_WP, VGEO, pack
+from .tiles import as_is, dot_u8s8, scratch, tile_6x4, tile_8x2
 
 BLOCK_ROWS = 96  # output pixels per block at most (block_size; the unit of work split between threads)
 
@@ -63,110 +63,13 @@ def to_padded_u8(x, xp, pt, pl, z, r0, r1):
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_6x4(xp, a0, a1, a2, a3, a4, a5, geo, wp, wbase, ldw, bias, n0, s, sbase, lds):
-    """6 pixels x 64 channels (4 panels): 24 accumulators in registers, 4 weight loads and 6 broadcasts
-    per 24 vpdpbusd."""
-    useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
-    c00, c01, c02, c03 = vload(bias, n0), vload(bias, n0 + 16), vload(bias, n0 + 32), vload(bias, n0 + 48)
-    c10, c11, c12, c13 = c00, c01, c02, c03
-    c20, c21, c22, c23 = c00, c01, c02, c03
-    c30, c31, c32, c33 = c00, c01, c02, c03
-    c40, c41, c42, c43 = c00, c01, c02, c03
-    c50, c51, c52, c53 = c00, c01, c02, c03
-    w0 = wbase
-    for u in range(useg):
-        for v in range(vseg):
-            off = u * ustride + v * vstride
-            p0, p1, p2, p3, p4, p5 = a0 + off, a1 + off, a2 + off, a3 + off, a4 + off, a5 + off
-            for t in range(seg4):
-                b0, b1 = vload(wp, w0), vload(wp, w0 + ldw)
-                b2, b3 = vload(wp, w0 + 2 * ldw), vload(wp, w0 + 3 * ldw)
-                x = vbroadcast4(xp, p0 + 4 * t)
-                c00, c01, c02, c03 = dpbusd(c00, x, b0), dpbusd(c01, x, b1), dpbusd(c02, x, b2), dpbusd(c03, x, b3)
-                x = vbroadcast4(xp, p1 + 4 * t)
-                c10, c11, c12, c13 = dpbusd(c10, x, b0), dpbusd(c11, x, b1), dpbusd(c12, x, b2), dpbusd(c13, x, b3)
-                x = vbroadcast4(xp, p2 + 4 * t)
-                c20, c21, c22, c23 = dpbusd(c20, x, b0), dpbusd(c21, x, b1), dpbusd(c22, x, b2), dpbusd(c23, x, b3)
-                x = vbroadcast4(xp, p3 + 4 * t)
-                c30, c31, c32, c33 = dpbusd(c30, x, b0), dpbusd(c31, x, b1), dpbusd(c32, x, b2), dpbusd(c33, x, b3)
-                x = vbroadcast4(xp, p4 + 4 * t)
-                c40, c41, c42, c43 = dpbusd(c40, x, b0), dpbusd(c41, x, b1), dpbusd(c42, x, b2), dpbusd(c43, x, b3)
-                x = vbroadcast4(xp, p5 + 4 * t)
-                c50, c51, c52, c53 = dpbusd(c50, x, b0), dpbusd(c51, x, b1), dpbusd(c52, x, b2), dpbusd(c53, x, b3)
-                w0 += 64
-    _store4(s, sbase, c00, c01, c02, c03)
-    _store4(s, sbase + lds, c10, c11, c12, c13)
-    _store4(s, sbase + 2 * lds, c20, c21, c22, c23)
-    _store4(s, sbase + 3 * lds, c30, c31, c32, c33)
-    _store4(s, sbase + 4 * lds, c40, c41, c42, c43)
-    _store4(s, sbase + 5 * lds, c50, c51, c52, c53)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _store4(s, i, c0, c1, c2, c3):
-    vstore(s, i, c0)
-    vstore(s, i + 16, c1)
-    vstore(s, i + 32, c2)
-    vstore(s, i + 48, c3)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_8x2(xp, a0, a1, a2, a3, a4, a5, a6, a7, geo, wp, wbase, ldw, bias, n0, s, sbase, lds):
-    """8 pixels x 32 channels (2 panels): 16 accumulators, 2 weight loads and 8 broadcasts per 16
-    vpdpbusd; the channels a 6x4 tile leaves (panels past the last multiple of 4)."""
-    useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
-    c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
-    c10, c11, c20, c21, c30, c31 = c00, c01, c00, c01, c00, c01
-    c40, c41, c50, c51, c60, c61, c70, c71 = c00, c01, c00, c01, c00, c01, c00, c01
-    w0 = wbase
-    for u in range(useg):
-        for v in range(vseg):
-            off = u * ustride + v * vstride
-            p0, p1, p2, p3 = a0 + off, a1 + off, a2 + off, a3 + off
-            p4, p5, p6, p7 = a4 + off, a5 + off, a6 + off, a7 + off
-            for t in range(seg4):
-                b0, b1 = vload(wp, w0), vload(wp, w0 + ldw)
-                x = vbroadcast4(xp, p0 + 4 * t)
-                c00, c01 = dpbusd(c00, x, b0), dpbusd(c01, x, b1)
-                x = vbroadcast4(xp, p1 + 4 * t)
-                c10, c11 = dpbusd(c10, x, b0), dpbusd(c11, x, b1)
-                x = vbroadcast4(xp, p2 + 4 * t)
-                c20, c21 = dpbusd(c20, x, b0), dpbusd(c21, x, b1)
-                x = vbroadcast4(xp, p3 + 4 * t)
-                c30, c31 = dpbusd(c30, x, b0), dpbusd(c31, x, b1)
-                x = vbroadcast4(xp, p4 + 4 * t)
-                c40, c41 = dpbusd(c40, x, b0), dpbusd(c41, x, b1)
-                x = vbroadcast4(xp, p5 + 4 * t)
-                c50, c51 = dpbusd(c50, x, b0), dpbusd(c51, x, b1)
-                x = vbroadcast4(xp, p6 + 4 * t)
-                c60, c61 = dpbusd(c60, x, b0), dpbusd(c61, x, b1)
-                x = vbroadcast4(xp, p7 + 4 * t)
-                c70, c71 = dpbusd(c70, x, b0), dpbusd(c71, x, b1)
-                w0 += 64
-    _store2(s, sbase, c00, c01)
-    _store2(s, sbase + lds, c10, c11)
-    _store2(s, sbase + 2 * lds, c20, c21)
-    _store2(s, sbase + 3 * lds, c30, c31)
-    _store2(s, sbase + 4 * lds, c40, c41)
-    _store2(s, sbase + 5 * lds, c50, c51)
-    _store2(s, sbase + 6 * lds, c60, c61)
-    _store2(s, sbase + 7 * lds, c70, c71)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _store2(s, i, c0, c1):
-    vstore(s, i, c0)
-    vstore(s, i + 16, c1)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _pixel_bases(p0, count, geo, bases):
-    """bases[t] = offset in the padded input of output pixel p0 + t's first tap (group 0)."""
+def pixel_bases(p0, count, geo, bases, off):
+    """bases[t] = off + the offset in the padded input of output pixel p0 + t's first tap, t < count."""
     sh, sw, oh, ow, hp, wpd, ctot = geo[V_SH], geo[V_SW], geo[V_OH], geo[V_OW], geo[V_HP], geo[V_WP], geo[V_C]
     n, rest = p0 // (oh * ow), p0 % (oh * ow)
     i, j = rest // ow, rest % ow
     for t in range(count):
-        bases[t] = ((n * hp + i * sh) * wpd + j * sw) * ctot
+        bases[t] = ((n * hp + i * sh) * wpd + j * sw) * ctot + off
         j += 1
         if j == ow:
             j, i = 0, i + 1
@@ -187,39 +90,53 @@ def block_size(rows):
 def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
     """Output pixel blocks b0..b1. xp: padded uint8 input (to_padded_u8); wp: (groups, nv*16*kp) int8
     packed; bias: (groups, nv*16) int32 with the -z*sum(w) term folded in; mult, mult2: (groups, og)
-    int64; ost, res: the output step (conv.out_rows); out: (N*OH*OW, groups*og), rows are output
+    int64; ost, res: the output step (step.out_rows); out: (N*OH*OW, groups*og), rows are output
     pixels (channels-last)."""
     rows = out.shape[0]
-    groups, cg, og = geo[V_GROUPS], geo[V_CG], geo[V_OG]
+    groups, og = geo[V_GROUPS], geo[V_OG]
     lds = bias.shape[1]
-    nv = lds // 16
-    ldw = wp.shape[1] // nv
-    n4 = nv - nv % 4  # panels taken 4 at a time (6x4 tiles); the 2 left, if any, by 8x2 tiles
     bs = block_size(rows)
     s = np.empty((bs + 8, lds), np.int32)  # whole tiles of 6 and of 8 rows
-    bases = np.empty(bs + 8, np.int64)
-    xf = xp.reshape(xp.size)
+    a = np.empty(bs + 8, np.int64)
     for blk in range(b0, b1):
         r0 = blk * bs
         nrows = min(bs, rows - r0)
         if nrows <= 0:
             continue
-        _pixel_bases(r0, nrows, geo, bases)
-        for t in range(nrows, nrows + 8):  # a partial last tile repeats the last pixel
-            bases[t] = bases[nrows - 1]
         for g in range(groups):
-            wg, bg, off = wp[g], bias[g], g * cg
-            for j in range(0, n4, 4):  # 4 weight panels stay in cache for the whole block
-                for m in range(0, nrows, 6):
-                    _tile_6x4(xf, bases[m] + off, bases[m + 1] + off, bases[m + 2] + off, bases[m + 3] + off,
-                              bases[m + 4] + off, bases[m + 5] + off, geo, wg, j * ldw, ldw, bg, 16 * j, s,
-                              m * lds + 16 * j, lds)
-            if n4 < nv:
-                for m in range(0, nrows, 8):
-                    _tile_8x2(xf, bases[m] + off, bases[m + 1] + off, bases[m + 2] + off, bases[m + 3] + off,
-                              bases[m + 4] + off, bases[m + 5] + off, bases[m + 6] + off, bases[m + 7] + off, geo,
-                              wg, n4 * ldw, ldw, bg, 16 * n4, s, m * lds + 16 * n4, lds)
+            group_tiles(xp, wp, bias, geo, g, r0, nrows, a, _scratch64, _scratch32, s, (lds,))
             out_rows(s, nrows, out, r0, g * og, mult[g], mult2[g], ost, res)
+
+
+@njit(cache=True, inline="always")
+def group_tiles(xp, wp, bias, geo, g, r0, nrows, a, tile64, tile32, target, rest):
+    """Group g's tiles over output pixels r0..r0+nrows-1 (a: scratch of nrows + 8 ints): 6x4 tiles over the
+    panels taken 4 at a time, 8x2 over the two left, if any: tile64 and tile32 are tiles.py's 6x4 and 8x2 bound
+    to a store, taking the store's arguments (target, the tile's first row, its first channel) + rest."""
+    nv = bias.shape[1] // 16
+    ldw = wp.shape[1] // nv
+    n4 = nv - nv % 4  # panels taken 4 at a time (6x4 tiles); the 2 left, if any, by 8x2 tiles
+    runs = (geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE])
+    pixel_bases(r0, nrows, geo, a, g * geo[V_CG])
+    for t in range(nrows, nrows + 8):  # a partial last tile repeats the last pixel
+        a[t] = a[nrows - 1]
+    wg, bg, xf = wp[g], bias[g], xp.reshape(xp.size)
+    for j in range(0, n4, 4):  # 4 weight panels stay in cache for the whole block
+        for m in range(0, nrows, 6):
+            tile64((target, m, 16 * j) + rest, xf, a, m, runs, wg, j * ldw, ldw, bg, 16 * j)
+    if n4 < nv:
+        for m in range(0, nrows, 8):
+            tile32((target, m, 16 * n4) + rest, xf, a, m, runs, wg, n4 * ldw, ldw, bg, 16 * n4)
+
+
+@njit(cache=True, inline="always")
+def _scratch64(sargs, x, a, m, runs, wp, w0, ldw, bias, n0):
+    tile_6x4(dot_u8s8, as_is, scratch, sargs, x, a, m, runs, 4, 64, wp, w0, ldw, bias, n0)
+
+
+@njit(cache=True, inline="always")
+def _scratch32(sargs, x, a, m, runs, wp, w0, ldw, bias, n0):
+    tile_8x2(dot_u8s8, as_is, scratch, sargs, x, a, m, runs, 4, 64, wp, w0, ldw, bias, n0)
 
 
 @njit(cache=True, nogil=True)

@@ -1,6 +1,6 @@
 """The VNNI GEMM (vnni.py) with its output step run on the accumulators in registers: each tile
 requantizes, clamps and stores its outputs directly (simd_step.step_store), with no int32 scratch
-and no second pass (conv.out_rows).
+and no second pass (step.out_rows).
 
 Why: with few input channels (MobileNetV2's 1x1 convs, K = 16-32) a tile's 24 vpdpbusd are as few as
 its 24 stores to the scratch, and the output step then reads every accumulator back: measured on
@@ -10,7 +10,8 @@ clamps, or none): y = clip(floor((acc * mult + rnd) / 2^shift), lo, hi), the sam
 out_rows evaluates, so the outputs are the same bits.
 
 Same input (the padded uint8 copy, vnni.to_padded_u8), packed weights, bias and geometry as
-vnni.conv_vnni, and the same tiles (6 pixels x 64 channels, 8 x 32 for the last two panels); mult is
+vnni.conv_vnni, and the same tiles (tiles.py: 6 pixels x 64 channels, 8 x 32 for the last two panels, through
+vnni.group_tiles) with this file's stores; mult is
 padded to the panels (groups, nv * 16) so that a tile reads 16 multipliers at once. A panel across the
 last output channel (og not a multiple of 16: MobileNetV2's 24, EfficientNet's 40) is stored with a
 masked store (its residual read with a masked load), panels past it not at all, and a partial last
@@ -19,126 +20,34 @@ tile repeats its block's last pixel (the same value stored to the same row again
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
-from .kargs import HI, HI2, LO, LO2, LUT1, LUT2, RHI, RLO, RMUL, RND, RND2, RRND, RSHIFT, SHIFT, SHIFT2, V_CG, V_GROUPS, \
-    V_OG, V_OH, V_OW, V_SEG4, V_USEG, V_USTRIDE, V_VSEG, V_VSTRIDE
+from .kargs import HI, HI2, LO, LO2, LUT1, LUT2, RHI, RLO, RMUL, RND, RND2, RRND, RSHIFT, SHIFT, SHIFT2, V_GROUPS, V_OG, \
+    V_OH, V_OW
 from .narrow_mult import narrow
 from ...arith import INT32_MAX, INT32_MIN
-from .simd import dpbusd, vbroadcast4, vload
 from .simd_step import opaque, step_store, step_store_part, step_store_res, step_store_res_part
+from .tiles import dot_u8s8, four, tile_6x4, tile_8x2
 from .tuning import Tuning
-from .vnni import _pixel_bases, block_size
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_6x4(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, rnd, shift, lo, hi, res, q):
-    """vnni._tile_6x4 for pixels a[m..m+5] (output rows rows[m..m+5]), stored through the output step."""
-    useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
-    ld = out.shape[1]
-    a0, a1, a2, a3, a4, a5 = a[m], a[m + 1], a[m + 2], a[m + 3], a[m + 4], a[m + 5]
-    c00, c01, c02, c03 = vload(bias, n0), vload(bias, n0 + 16), vload(bias, n0 + 32), vload(bias, n0 + 48)
-    c10, c11, c12, c13 = c00, c01, c02, c03
-    c20, c21, c22, c23 = c00, c01, c02, c03
-    c30, c31, c32, c33 = c00, c01, c02, c03
-    c40, c41, c42, c43 = c00, c01, c02, c03
-    c50, c51, c52, c53 = c00, c01, c02, c03
-    w0 = wbase
-    for u in range(useg):
-        for v in range(vseg):
-            off = u * ustride + v * vstride
-            p0, p1, p2, p3, p4, p5 = a0 + off, a1 + off, a2 + off, a3 + off, a4 + off, a5 + off
-            for t in range(seg4):
-                b0, b1 = vload(wp, w0), vload(wp, w0 + ldw)
-                b2, b3 = vload(wp, w0 + 2 * ldw), vload(wp, w0 + 3 * ldw)
-                x = vbroadcast4(xp, p0 + 4 * t)
-                c00, c01, c02, c03 = dpbusd(c00, x, b0), dpbusd(c01, x, b1), dpbusd(c02, x, b2), dpbusd(c03, x, b3)
-                x = vbroadcast4(xp, p1 + 4 * t)
-                c10, c11, c12, c13 = dpbusd(c10, x, b0), dpbusd(c11, x, b1), dpbusd(c12, x, b2), dpbusd(c13, x, b3)
-                x = vbroadcast4(xp, p2 + 4 * t)
-                c20, c21, c22, c23 = dpbusd(c20, x, b0), dpbusd(c21, x, b1), dpbusd(c22, x, b2), dpbusd(c23, x, b3)
-                x = vbroadcast4(xp, p3 + 4 * t)
-                c30, c31, c32, c33 = dpbusd(c30, x, b0), dpbusd(c31, x, b1), dpbusd(c32, x, b2), dpbusd(c33, x, b3)
-                x = vbroadcast4(xp, p4 + 4 * t)
-                c40, c41, c42, c43 = dpbusd(c40, x, b0), dpbusd(c41, x, b1), dpbusd(c42, x, b2), dpbusd(c43, x, b3)
-                x = vbroadcast4(xp, p5 + 4 * t)
-                c50, c51, c52, c53 = dpbusd(c50, x, b0), dpbusd(c51, x, b1), dpbusd(c52, x, b2), dpbusd(c53, x, b3)
-                w0 += 64
-    at = c0 + n0
-    rnd, shift, lo, hi, q = _after_loop(rnd, shift, lo, hi, q)
-    _store4(out, rows[m] * ld + at, c00, c01, c02, c03, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store4(out, rows[m + 1] * ld + at, c10, c11, c12, c13, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store4(out, rows[m + 2] * ld + at, c20, c21, c22, c23, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store4(out, rows[m + 3] * ld + at, c30, c31, c32, c33, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store4(out, rows[m + 4] * ld + at, c40, c41, c42, c43, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store4(out, rows[m + 5] * ld + at, c50, c51, c52, c53, mult, n0, og, rnd, shift, lo, hi, res, q)
+from .vnni import block_size, group_tiles
 
 
 @njit(cache=True, inline="always")
-def _store4(out, o, v0, v1, v2, v3, mult, n0, og, rnd, shift, lo, hi, res, q):
-    """One pixel's four 16-channel accumulators through the output step (panels past og are padding, a
-    panel across it stored in part: panels padded to 32 channels)."""
-    _step(out, o, v0, mult, n0, rnd, shift, lo, hi, res, q, og - n0)
+def _store(sargs, r, row):
+    """tiles.py's store for row r of a tile through the output step: its 16-channel accumulators (4 or 2
+    panels; panels past og are padding, a panel across it stored in part: panels padded to 32 channels).
+    sargs: (out, m, n0, orow, c0, og, mult, rnd, shift, lo, hi, res, q); tile row r is stored to out's row
+    orow[m + r], from channel c0 + n0."""
+    out, m, n0, orow, c0, og, mult, rnd, shift, lo, hi, res, q = sargs
+    o, p = orow[m + r] * out.shape[1] + c0 + n0, four(row)
+    step16(out, o, p[0], mult, n0, rnd, shift, lo, hi, res, q, og - n0)
     if n0 + 16 < og:
-        _step(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi, res, q, og - n0 - 16)
-    if n0 + 32 < og:
-        _step(out, o + 32, v2, mult, n0 + 32, rnd, shift, lo, hi, res, q, og - n0 - 32)
-    if n0 + 48 < og:
-        _step(out, o + 48, v3, mult, n0 + 48, rnd, shift, lo, hi, res, q, og - n0 - 48)
-
-
-@njit(cache=True, inline="always")
-def _store2(out, o, v0, v1, mult, n0, og, rnd, shift, lo, hi, res, q):
-    """One pixel's two 16-channel accumulators through the output step (as _store4)."""
-    _step(out, o, v0, mult, n0, rnd, shift, lo, hi, res, q, og - n0)
-    if n0 + 16 < og:
-        _step(out, o + 16, v1, mult, n0 + 16, rnd, shift, lo, hi, res, q, og - n0 - 16)
-
-
-@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _tile_8x2(xp, a, m, geo, wp, wbase, ldw, bias, n0, out, rows, c0, og, mult, rnd, shift, lo, hi, res, q):
-    """vnni._tile_8x2 for pixels a[m..m+7], stored through the output step."""
-    useg, vseg, seg4, ustride, vstride = geo[V_USEG], geo[V_VSEG], geo[V_SEG4], geo[V_USTRIDE], geo[V_VSTRIDE]
-    ld = out.shape[1]
-    a0, a1, a2, a3, a4, a5, a6, a7 = a[m], a[m + 1], a[m + 2], a[m + 3], a[m + 4], a[m + 5], a[m + 6], a[m + 7]
-    c00, c01 = vload(bias, n0), vload(bias, n0 + 16)
-    c10, c11, c20, c21, c30, c31 = c00, c01, c00, c01, c00, c01
-    c40, c41, c50, c51, c60, c61, c70, c71 = c00, c01, c00, c01, c00, c01, c00, c01
-    w0 = wbase
-    for u in range(useg):
-        for v in range(vseg):
-            off = u * ustride + v * vstride
-            p0, p1, p2, p3 = a0 + off, a1 + off, a2 + off, a3 + off
-            p4, p5, p6, p7 = a4 + off, a5 + off, a6 + off, a7 + off
-            for t in range(seg4):
-                b0, b1 = vload(wp, w0), vload(wp, w0 + ldw)
-                x = vbroadcast4(xp, p0 + 4 * t)
-                c00, c01 = dpbusd(c00, x, b0), dpbusd(c01, x, b1)
-                x = vbroadcast4(xp, p1 + 4 * t)
-                c10, c11 = dpbusd(c10, x, b0), dpbusd(c11, x, b1)
-                x = vbroadcast4(xp, p2 + 4 * t)
-                c20, c21 = dpbusd(c20, x, b0), dpbusd(c21, x, b1)
-                x = vbroadcast4(xp, p3 + 4 * t)
-                c30, c31 = dpbusd(c30, x, b0), dpbusd(c31, x, b1)
-                x = vbroadcast4(xp, p4 + 4 * t)
-                c40, c41 = dpbusd(c40, x, b0), dpbusd(c41, x, b1)
-                x = vbroadcast4(xp, p5 + 4 * t)
-                c50, c51 = dpbusd(c50, x, b0), dpbusd(c51, x, b1)
-                x = vbroadcast4(xp, p6 + 4 * t)
-                c60, c61 = dpbusd(c60, x, b0), dpbusd(c61, x, b1)
-                x = vbroadcast4(xp, p7 + 4 * t)
-                c70, c71 = dpbusd(c70, x, b0), dpbusd(c71, x, b1)
-                w0 += 64
-    at = c0 + n0
-    rnd, shift, lo, hi, q = _after_loop(rnd, shift, lo, hi, q)
-    _store2(out, rows[m] * ld + at, c00, c01, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store2(out, rows[m + 1] * ld + at, c10, c11, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store2(out, rows[m + 2] * ld + at, c20, c21, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store2(out, rows[m + 3] * ld + at, c30, c31, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store2(out, rows[m + 4] * ld + at, c40, c41, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store2(out, rows[m + 5] * ld + at, c50, c51, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store2(out, rows[m + 6] * ld + at, c60, c61, mult, n0, og, rnd, shift, lo, hi, res, q)
-    _store2(out, rows[m + 7] * ld + at, c70, c71, mult, n0, og, rnd, shift, lo, hi, res, q)
+        step16(out, o + 16, p[1], mult, n0 + 16, rnd, shift, lo, hi, res, q, og - n0 - 16)
+    if len(row) > 2 and n0 + 32 < og:
+        step16(out, o + 32, p[2], mult, n0 + 32, rnd, shift, lo, hi, res, q, og - n0 - 32)
+    if len(row) > 2 and n0 + 48 < og:
+        step16(out, o + 48, p[3], mult, n0 + 48, rnd, shift, lo, hi, res, q, og - n0 - 48)
 
 
 @njit(cache=True, nogil=True)
@@ -161,7 +70,7 @@ def conv_vnni_direct_padded(xp, wp, bias, multp, opad, ost, res, out, geo, b0, b
 
 @njit(cache=True, nogil=True)
 def conv_vnni_direct_res(xp, wp, bias, multp, rq, ost, res, out, geo, b0, b1):
-    """conv_vnni_direct with the residual stage of conv.out_rows in int32 lanes (simd_step.step_store_res):
+    """conv_vnni_direct with the residual stage of step.out_rows in int32 lanes (simd_step.step_store_res):
     res shaped like out, rq int64 (rm, rr, rs, m2, r2, s2, lo2, hi2), narrow_mult's triples for the
     residual's requant and the add's (exact on their proven domains; residual_stage)."""
     _blocks(xp, wp, bias, multp, ost, res, (rq[0], rq[1], rq[2], rq[3], rq[4], rq[5], rq[6], rq[7]), out, geo, b0, b1,
@@ -170,41 +79,35 @@ def conv_vnni_direct_res(xp, wp, bias, multp, rq, ost, res, out, geo, b0, b1):
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1, opad):
-    """The pixel blocks b0..b1 of the entry points (res None: no residual; opad None: out unpadded)."""
-    groups, cg, og = geo[V_GROUPS], geo[V_CG], geo[V_OG]
+    """The pixel blocks b0..b1 of the entry points (res None: no residual; opad None: out unpadded), by
+    tiles.py's 6x4 and 8x2 tiles bound to _store, inlined here (a 1x1 28x28 128 -> 128 conv with a residual
+    102 -> 89 us, 16 -> 96 at 112x112 without 381 -> 305 us, against the hand-written tiles they replace)."""
+    groups, og = geo[V_GROUPS], geo[V_OG]
     rows = out.shape[0] if opad is None else out.shape[0] // (opad[0] * opad[1]) * geo[V_OH] * geo[V_OW]
-    nv16 = bias.shape[1]
-    nv = nv16 // 16
-    ldw = wp.shape[1] // nv
-    n4 = nv - nv % 4
     bs = block_size(rows)
-    bases = np.empty(bs + 8, np.int64)
     a = np.empty(bs + 8, np.int64)
     orow = np.empty(bs + 8, np.int64)
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
-    xf = xp.reshape(xp.size)
     for blk in range(b0, b1):
         r0 = blk * bs
         nrows = min(bs, rows - r0)
         if nrows <= 0:
             continue
-        _pixel_bases(r0, nrows, geo, bases)
         for t in range(nrows + 8):  # a partial last tile repeats the last pixel, stored to its row
             orow[t] = _out_row(r0 + min(t, nrows - 1), geo, opad)
-        for t in range(nrows, nrows + 8):
-            bases[t] = bases[nrows - 1]
         for g in range(groups):
-            wg, bg, mg, off = wp[g], bias[g], multp[g], g * cg
-            for t in range(nrows + 8):
-                a[t] = bases[t] + off
-            for j in range(0, n4, 4):  # 4 weight panels stay in cache for the whole block
-                for m in range(0, nrows, 6):
-                    _tile_6x4(xf, a, m, geo, wg, j * ldw, ldw, bg, 16 * j, out, orow, g * og, og, mg, rnd, shift, lo, hi,
-                              res, q)
-            if n4 < nv:
-                for m in range(0, nrows, 8):
-                    _tile_8x2(xf, a, m, geo, wg, n4 * ldw, ldw, bg, 16 * n4, out, orow, g * og, og, mg, rnd, shift, lo,
-                              hi, res, q)
+            group_tiles(xp, wp, bias, geo, g, r0, nrows, a, _direct64, _direct32, out,
+                        (orow, g * og, og, multp[g], rnd, shift, lo, hi, res, q))
+
+
+@njit(cache=True, inline="always")
+def _direct64(sargs, x, a, m, runs, wp, w0, ldw, bias, n0):
+    tile_6x4(dot_u8s8, _ready, _store, sargs, x, a, m, runs, 4, 64, wp, w0, ldw, bias, n0)
+
+
+@njit(cache=True, inline="always")
+def _direct32(sargs, x, a, m, runs, wp, w0, ldw, bias, n0):
+    tile_8x2(dot_u8s8, _ready, _store, sargs, x, a, m, runs, 4, 64, wp, w0, ldw, bias, n0)
 
 
 @njit(cache=True, inline="always")
@@ -217,28 +120,39 @@ def _out_row(r, geo, opad):
     return (n * opad[0] + rest // ow + opad[2]) * opad[1] + rest % ow + opad[3]
 
 
-@njit(cache=True, inline="always")
-def _step(out, o, v, mult, n0, rnd, shift, lo, hi, res, q, left):
-    """One 16-lane output step: with the residual stage where res is an array (compiled out for None); only
-    the first `left` lanes where fewer than 16 output channels are left (masked stores and loads)."""
-    if res is None:
+def step16(out, o, v, mult, n0, rnd, shift, lo, hi, res, q, left):
+    """One 16-lane output step, with the residual stage where res is an array (none: without it); only the
+    first `left` lanes where fewer than 16 output channels are left (masked stores and loads). Compiled only
+    (the overload below picks the form by res's type)."""
+    raise NotImplementedError
+
+
+@overload(step16, inline="always")
+def _step16(out, o, v, mult, n0, rnd, shift, lo, hi, res, q, left):
+    if isinstance(res, types.NoneType):
+        def plain(out, o, v, mult, n0, rnd, shift, lo, hi, res, q, left):
+            if left >= 16:
+                step_store(out, o, v, mult, n0, rnd, shift, lo, hi)
+            else:
+                step_store_part(out, o, v, mult, n0, rnd, shift, lo, hi, left)
+        return plain
+
+    def with_res(out, o, v, mult, n0, rnd, shift, lo, hi, res, q, left):
         if left >= 16:
-            step_store(out, o, v, mult, n0, rnd, shift, lo, hi)
+            step_store_res(out, o, v, mult, n0, rnd, shift, lo, hi, res, q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7])
         else:
-            step_store_part(out, o, v, mult, n0, rnd, shift, lo, hi, left)
-    elif left >= 16:
-        step_store_res(out, o, v, mult, n0, rnd, shift, lo, hi, res, q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7])
-    else:
-        step_store_res_part(out, o, v, mult, n0, rnd, shift, lo, hi, res, q[0], q[1], q[2], q[3], q[4], q[5], q[6],
-                            q[7], left)
+            step_store_res_part(out, o, v, mult, n0, rnd, shift, lo, hi, res, q[0], q[1], q[2], q[3], q[4], q[5],
+                                q[6], q[7], left)
+    return with_res
 
 
 @njit(cache=True, inline="always")
-def _after_loop(rnd, shift, lo, hi, q):
-    """The output step's scalars, made opaque after a tile's GEMM loop (simd_step.opaque): with the
-    residual stage's eight more, their splats hoisted above the loop took registers the 24
-    accumulators need (spills in the loop: ResNet-50's residual convs 0.95 -> 0.85x with this)."""
-    return (opaque(rnd), opaque(shift), opaque(lo), opaque(hi),
+def _ready(sargs):
+    """The store's output-step scalars made opaque after a tile's GEMM loop (simd_step.opaque): with the
+    residual stage's eight more, their splats hoisted above the loop took registers the 24 accumulators
+    need (spills in the loop: ResNet-50's residual convs 0.95 -> 0.85x with this)."""
+    out, m, n0, orow, c0, og, mult, rnd, shift, lo, hi, res, q = sargs
+    return (out, m, n0, orow, c0, og, mult, opaque(rnd), opaque(shift), opaque(lo), opaque(hi), res,
             (opaque(q[0]), opaque(q[1]), opaque(q[2]), opaque(q[3]), opaque(q[4]), opaque(q[5]), opaque(q[6]),
              opaque(q[7])))
 
