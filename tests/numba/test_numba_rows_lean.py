@@ -57,7 +57,7 @@ def test_one_pass_dense_equals_dense_rows_i32(case):
 @SETTINGS
 @given(dense_case())
 def test_dense16_rows_equal_dense_vnni16(case):
-    """dense16_rows_l (dense16's accumulators, the scratch passed in, finish_rows) writes what
+    """dense16_rows_l (dense16's accumulators, the scratch passed in, step.scratch_rows) writes what
     dense16.dense_vnni16 writes, for int16 inputs (its only input dtype) of any k (odd: the last column)."""
     x, w, bias, m1, m2, ost, res, out = case
     rows, k = x.shape[0], x.shape[3]
