@@ -289,17 +289,25 @@ def softmax(qz, node):
 
 # ---------------------------------------------------------------- pooling and reductions
 
+def _pool_2d(node) -> dict:
+    """A pool's attributes; CVM pools over two spatial axes (mrt.passes.pool1d_as_2d makes 1-D pools 2-D)."""
+    if len(node.attrs["kernel"]) != 2:
+        raise QuantizeError(f"node {node.name!r}: {node.op} over {len(node.attrs['kernel'])} spatial axes; "
+                            "only 1-D and 2-D pools are supported")
+    return node.attrs
+
+
 def max_pool(qz, node):
+    a = _pool_2d(node)
     t = qz.narrow(node.inputs[0])
-    a = node.attrs
     out = qz.op("max_pool2d", t.name, kernel=a["kernel"], strides=a["strides"], pads=a["pads"],
                   dilations=a["dilations"], name=_node_name(node))
     return QT(name=out, scale=t.scale, narrow=True)
 
 
 def sum_pool(qz, node):
+    a = _pool_2d(node)
     t = qz.narrow(node.inputs[0])
-    a = node.attrs
     c = qz.shape_of(t.name)[0]
     ones = qz.const(np.ones((c, 1) + tuple(a["kernel"]), np.int64), dtype="int8")
     out = qz.op("conv2d", t.name, ones, strides=a["strides"], pads=a["pads"], dilations=a["dilations"],
