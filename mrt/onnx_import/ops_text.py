@@ -53,7 +53,23 @@ def div(ctx, node, attrs):
         raise UnsupportedOp(f"{where(node)}: integer division (ONNX truncates it) is not supported")
     if ctx.is_const(b):
         return ops_core.binary("div")(ctx, node, attrs)
+    if ctx.is_const(a):
+        return _reciprocal(ctx, node, a, b)
     ctx.emit("div_tensor", [ctx.tensor(a, node), ctx.tensor(b, node)], {}, node, out=node.output[0])
+
+
+def _reciprocal(ctx, node, a, b):
+    """c / x, c a constant: a function of x alone, one lookup table (IR univariate, as
+    mrt.passes.fuse_univariate writes one) of c / x, or of 1 / x multiplied by c where c is not a scalar.
+    (div_tensor reads two batched tensors: given a constant numerator it failed with an internal KeyError.)"""
+    c = ctx.const(a, node, "Div numerator")
+    x = ctx.tensor(b, node)
+    if c.size == 1:
+        program = (("div", (float(c.reshape(())), "x"), ()),)
+        ctx.emit("univariate", [x], {"program": program}, node, out=node.output[0])
+        return
+    inv = ctx.emit("univariate", [x], {"program": (("div", (1.0, "x"), ()),)}, node)
+    ctx.emit("mul", [inv, ctx.tensor(a, node)], {}, node, out=node.output[0])
 
 
 HANDLERS = {

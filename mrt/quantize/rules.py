@@ -166,6 +166,11 @@ def mul(qz, node):
         out = qz.op("mul", qa.name, qb.name, name=_node_name(node))
         return QT(name=out, scale=np.asarray(float(qa.scale) * float(qb.scale)))
     act, c = (a, cb) if cb is not None else (b, ca)
+    return _mul_const(qz, node, act, c, const_first=cb is None)
+
+
+def _mul_const(qz, node, act: str, c: np.ndarray, const_first: bool = False) -> QT:
+    """act * c, c a constant (ONNX's full-rank form or broadcasting to the activation's per-sample axes)."""
     c = _operand(qz, c, act)
     feat = _per_feature(qz, act, c)
     if feat is not None and np.all(feat[1] != 0):   # per-feature factors are new per-feature scales (and signs)
@@ -181,18 +186,20 @@ def mul(qz, node):
     wmax = bits_max(qz.cfg.weight_bits)
     sc = float(np.abs(c).max()) / wmax or 1.0
     qc = qz.const(np.round(c / sc).astype(np.int64))
-    args = (t.name, qc) if cb is not None else (qc, t.name)
+    args = (qc, t.name) if const_first else (t.name, qc)
     return QT(name=qz.op("mul", *args, name=_node_name(node)), scale=np.asarray(float(t.scale) * sc))
 
 
 def div(qz, node):
+    """x / c: a positive scalar c is a new scale; any other constant is a multiplication by 1 / c (in float64,
+    so 1 / c rounds once, at the weight scale). A divisor that is not a constant has its own rule (div_tensor)."""
     c = _const(qz, node.inputs[1])
-    if c is None or np.any(c == 0):
-        raise QuantizeError(f"node {node.name!r}: division needs a non-zero constant divisor")
+    if c is None or np.any(c == 0) or not np.all(np.isfinite(c)):
+        raise QuantizeError(f"node {node.name!r}: division needs a finite, non-zero constant divisor")
     t = qz.q[node.inputs[0]]
     if c.size == 1 and float(c.reshape(())) > 0:
         return QT(name=t.name, scale=t.scale / float(c.reshape(())), axis=t.axis)
-    raise QuantizeError(f"node {node.name!r}: division by a non-scalar constant should be folded to mul")
+    return _mul_const(qz, node, node.inputs[0], 1.0 / c.astype(np.float64))
 
 
 # ---------------------------------------------------------------- activations

@@ -4,6 +4,10 @@ mrt.convert, run on CVM's reference interpreter and compared with onnxruntime's 
 * A 1-D AveragePool (and MaxPool) became a conv2d / max_pool2d with one stride, which the verifier refused
   (`strides must be 2 ints`): mrt.passes.pool1d_as_2d makes them height-1 2-D pools; a 3-D pool is refused
   naming its node.
+* Div by a constant: only a positive scalar divisor converted; a negative or non-scalar one was refused as
+  "should be folded to mul" (nothing folded it unless a conv/dense came before), and a constant numerator
+  (c / x) failed with an internal KeyError. Now x / c is x * (1 / c) (the mul rule) and c / x one lookup
+  table of x (times c where c is a vector).
 """
 from __future__ import annotations
 
@@ -47,3 +51,37 @@ def test_3d_pool_is_refused_naming_the_node(rng):
                         {"x": (2, 4, 4, 4)}, ["y"])
     with pytest.raises(QuantizeError, match="'pool3d'.*3 spatial axes"):
         pipeline.convert(model, rng.standard_normal((32, 2, 4, 4, 4)).astype(np.float32), progress=False)
+
+
+
+F32 = np.float32
+DIVISORS = {"positive scalar": F32(3.0), "negative scalar": F32(-2.5),
+            "vector": np.array([-3, -2, -1.5, -0.5, 0.5, 1, 2, 4], F32), "row": np.linspace(0.5, 4, 8, dtype=F32)[None]}
+BEFORE = {"input": [], "relu": [helper.make_node("Relu", ["x"], ["x1"], name="relu")],
+          "matmul": [helper.make_node("MatMul", ["x", "w"], ["x1"], name="mm")]}
+
+
+@pytest.mark.parametrize("before", sorted(BEFORE))
+@pytest.mark.parametrize("divisor", sorted(DIVISORS))
+def test_div_by_a_constant_matches_float(rng, divisor, before):
+    src = "x1" if BEFORE[before] else "x"
+    nodes = BEFORE[before] + [helper.make_node("Div", [src, "c"], ["y"], name="div")]
+    model = build_model(nodes, {"x": (4, 8)}, ["y"], {"c": DIVISORS[divisor], "w": rng.standard_normal((8, 8)).astype(F32)})
+    assert _cvm_vs_float(model, {"x": rng.standard_normal((32, 4, 8)).astype(F32)}) < REL_L2
+
+
+def test_div_of_conv_output_by_a_channel_vector(rng):
+    """conv -> relu -> div by (C, 1, 1): the relu keeps the divisor from folding into the conv's weights."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], pads=[1] * 4, name="conv"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"), helper.make_node("Div", ["r", "c"], ["y"], name="div")]
+    model = build_model(nodes, {"x": (3, 6, 6)}, ["y"], {"w": rng.standard_normal((4, 3, 3, 3)).astype(F32),
+                                                         "c": np.array([1.5, -2, 3, 0.5], F32).reshape(4, 1, 1)})
+    assert _cvm_vs_float(model, {"x": rng.standard_normal((32, 3, 6, 6)).astype(F32)}) < REL_L2
+
+
+@pytest.mark.parametrize("numerator", [F32(3.0), np.linspace(-2, 2, 8, dtype=F32)], ids=["scalar", "vector"])
+def test_constant_divided_by_a_tensor_matches_float(rng, numerator):
+    """c / x as a table of x: faithful where x stays away from 0, as a reciprocal's input does in a real model."""
+    model = build_model([helper.make_node("Div", ["c", "x"], ["y"], name="recip")], {"x": (8,)}, ["y"], {"c": numerator})
+    x = rng.uniform(0.5, 2, (32, 8)).astype(F32) * rng.choice([-1, 1], (32, 8)).astype(F32)
+    assert _cvm_vs_float(model, {"x": x}) < REL_L2
