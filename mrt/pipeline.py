@@ -52,12 +52,30 @@ def load_data(data, graph) -> dict[str, np.ndarray]:
     else:
         raise BadInput(f"calibration data must hold 'x' or arrays named {names} (or {CALIB_PREFIX}NAME); "
                        f"it has {sorted(data)}")
-    return {n: _calibration_array(n, a) for n, a in arrays.items()}
+    discrete = discrete_inputs(graph)
+    return {n: _calibration_array(n, a, continuous=n not in discrete) for n, a in arrays.items()}
 
 
-def _calibration_array(name: str, a) -> np.ndarray:
+# how an op reads an input that is an index or a mask, never a continuous value: {op: input positions}
+INDEX_OR_MASK = {"embed": (0,), "masked_softmax": (1,)}
+
+
+def discrete_inputs(graph) -> set[str]:
+    """The graph inputs that are integers (token ids, masks) or that every reader takes as an index or a mask
+    (INDEX_OR_MASK): a client may send the same value for every sample (an all-ones attention mask at a fixed
+    length, all-zero segment ids), so their calibration data may be constant."""
+    def index_or_mask(name):
+        readers = graph.consumers(name)
+        return bool(readers) and all(
+            all(n.inputs[k] != name for k in range(len(n.inputs)) if k not in INDEX_OR_MASK.get(n.op, ()))
+            for n in readers)
+    return {s.name for s in graph.inputs if s.dtype != "float32" or index_or_mask(s.name)}
+
+
+def _calibration_array(name: str, a, continuous: bool = True) -> np.ndarray:
     """Calibration sets the ranges every scale comes from: NaN or infinity would make them NaN, and
-    one sample repeated (e.g. all zeros) gives ranges that fit no real input."""
+    one sample repeated (e.g. all zeros) gives ranges that fit no real input. An index or mask input
+    (`continuous` False) has no range to calibrate: it may be constant."""
     try:
         a = np.asarray(a)
     except ValueError as e:
@@ -69,6 +87,8 @@ def _calibration_array(name: str, a) -> np.ndarray:
     bad = int(np.count_nonzero(~np.isfinite(a)))
     if bad:
         raise BadInput(f"calibration data {name!r} holds {bad} NaN or infinite values")
+    if not continuous:
+        return a
     if not a.any():
         raise BadInput(f"calibration data {name!r} is all zeros: calibration needs real samples")
     if len(a) > 1 and (a == a[:1]).all():

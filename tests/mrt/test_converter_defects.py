@@ -8,6 +8,9 @@ mrt.convert, run on CVM's reference interpreter and compared with onnxruntime's 
   "should be folded to mul" (nothing folded it unless a conv/dense came before), and a constant numerator
   (c / x) failed with an internal KeyError. Now x / c is x * (1 / c) (the mul rule) and c / x one lookup
   table of x (times c where c is a vector).
+* Calibration refused an all-ones attention mask (what a fixed-length client sends) as "32 copies of one
+  sample": only continuous inputs must vary; integer inputs and inputs read only as an index or a mask
+  (mrt.pipeline.discrete_inputs) may be constant.
 """
 from __future__ import annotations
 
@@ -16,9 +19,12 @@ import pytest
 from onnx import helper
 
 import mrt.pipeline as pipeline
+from mrt.errors import BadInput
+from mrt.pipeline import discrete_inputs, load_data
 from mrt.quantize import QuantizeError
 
 from conftest import build_model, ort_run
+from test_transformer import _cosine, _encoder, _run, _text
 
 REL_L2 = 0.03  # 8-bit activations: what these one- and two-node models reach is 0.005-0.015
 
@@ -85,3 +91,32 @@ def test_constant_divided_by_a_tensor_matches_float(rng, numerator):
     model = build_model([helper.make_node("Div", ["c", "x"], ["y"], name="recip")], {"x": (8,)}, ["y"], {"c": numerator})
     x = rng.uniform(0.5, 2, (32, 8)).astype(F32) * rng.choice([-1, 1], (32, 8)).astype(F32)
     assert _cvm_vs_float(model, {"x": x}) < REL_L2
+
+
+def test_fixed_length_text_with_an_all_ones_mask_converts(rng):
+    """The BERT-style encoder of test_transformer calibrated on fixed-length text: every mask all ones."""
+    data = _text(64, 1)
+    data["attention_mask"][:] = 1
+    data["input_ids"] = rng.integers(1, 50, data["input_ids"].shape)
+    onnx_model = _encoder()
+    model = pipeline.convert(onnx_model, data, progress=False)
+    held = {k: v[:16] for k, v in data.items()}
+    want = ort_run(onnx_model, held)["embedding"]
+    _, got = _run(model, held, "reference")
+    assert _cosine(got, want).min() > 0.98
+
+
+def test_constant_index_and_mask_inputs_are_discrete_but_constant_features_are_refused():
+    """A float input read only as a masked softmax's mask may be constant too; a continuous one may not."""
+    s = helper.make_node("MatMul", ["x", "xt"], ["s"], name="scores")
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), s,
+             helper.make_node("Sub", ["one", "mask"], ["inv"]), helper.make_node("Mul", ["inv", "big"], ["bias"]),
+             helper.make_node("Add", ["s", "bias"], ["sb"]), helper.make_node("Softmax", ["sb"], ["y"], axis=-1)]
+    model = build_model(nodes, {"x": (4, 4), "mask": (4, 4)}, ["y"], {"one": F32(1), "big": F32(-1e4)})
+    x = np.random.default_rng(0).standard_normal((32, 4, 4)).astype(F32)
+    graph = pipeline.prepare(model, {"x": x, "mask": np.ones((32, 4, 4), F32)}, progress=False,
+                             softmax="integer").graph
+    assert any(n.op == "masked_softmax" for n in graph.nodes)
+    assert discrete_inputs(graph) == {"mask"}
+    with pytest.raises(BadInput, match="'x' is 32 copies of one sample"):
+        load_data({"x": np.repeat(x[:1], 32, axis=0), "mask": np.ones((32, 4, 4), F32)}, graph)
