@@ -372,6 +372,12 @@ def pad(qz, node):
     return QT(name=out, scale=t.scale, narrow=True)
 
 
+def identity(qz, node):
+    """identity and dropout move no value: the input's integer tensor, at its scale. (mrt.passes.remove_identity
+    drops them except where the input is a graph input, a constant or another graph output.)"""
+    return qz.q[node.inputs[0]]
+
+
 def concat(qz, node):
     scale, bits = qz.scale_of(node.outputs[0]), qz.act_bits(node.outputs[0])
     parts = [qz.rescale_to(i, scale, f"{_node_name(node)}.in{k}", bits).name for k, i in enumerate(node.inputs)]
@@ -388,5 +394,5 @@ RULES = {
     "flatten": _passthrough("flatten", lambda a: {}),
     "reshape": _passthrough("reshape", lambda a: {"shape": list(a["shape"])}),
     "transpose": _passthrough("transpose", lambda a: {"perm": list(a["perm"])}),
-    "pad": pad, "concat": concat,
+    "pad": pad, "concat": concat, "identity": identity, "dropout": identity,
 }

@@ -11,6 +11,8 @@ mrt.convert, run on CVM's reference interpreter and compared with onnxruntime's 
 * Calibration refused an all-ones attention mask (what a fixed-length client sends) as "32 copies of one
   sample": only continuous inputs must vary; integer inputs and inputs read only as an index or a mask
   (mrt.pipeline.discrete_inputs) may be constant.
+* Identity (and Dropout) had no quantization rule: mrt.passes.remove_identity drops them, but keeps one that
+  carries a graph input, or another graph output, to a graph output; those now pass the integer tensor on.
 """
 from __future__ import annotations
 
@@ -120,3 +122,25 @@ def test_constant_index_and_mask_inputs_are_discrete_but_constant_features_are_r
     assert discrete_inputs(graph) == {"mask"}
     with pytest.raises(BadInput, match="'x' is 32 copies of one sample"):
         load_data({"x": np.repeat(x[:1], 32, axis=0), "mask": np.ones((32, 4, 4), F32)}, graph)
+
+
+IDENTITIES = {
+    "input to output": ([helper.make_node("Identity", ["x"], ["y"], name="ident")], ["y"]),
+    "dropout, input to output": ([helper.make_node("Dropout", ["x"], ["y"], name="drop")], ["y"]),
+    "output to output": ([helper.make_node("Relu", ["x"], ["h"], name="relu"),
+                          helper.make_node("Identity", ["h"], ["y"], name="ident")], ["h", "y"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IDENTITIES))
+def test_identity_kept_by_remove_identity_converts(rng, case):
+    nodes, outputs = IDENTITIES[case]
+    model = build_model(nodes, {"x": (8,)}, outputs)
+    x = rng.standard_normal((32, 8)).astype(F32)
+    m = pipeline.convert(model, x, progress=False)
+    got = m.run(m.quantize_input(x), backend="reference")
+    got = got if isinstance(got, dict) else {m.outputs[0].name: got}
+    want = ort_run(model, {"x": x})
+    for spec, name in zip(m.outputs, outputs):
+        y = got[spec.name] * float(m.meta["output_scales"][spec.name])
+        assert np.linalg.norm(y - want[name]) / np.linalg.norm(want[name]) < REL_L2, name
