@@ -244,11 +244,15 @@ def conv_depthwise(x, w, bias, mult, mult2, ost, res, out, geo, b0, b1):
             acc = s[r]
             for ch in range(c):
                 acc[ch] = bias[ch]
-            ulo, uhi = tap_range(i, sh, dh, pt, h, kh)  # the taps inside the input
-            vlo, vhi = tap_range(j, sw, dw, pl, wd, kw)
-            for u in range(ulo, uhi):
-                for v in range(vlo, vhi):
-                    xr, wr = x[n, i * sh + u * dh - pt, j * sw + v * dw - pl], w[u, v]
+            for u in range(kh):  # (bounds tested per tap: two tap_range calls a pixel cost ppocr_cls's 8
+                y = i * sh + u * dh - pt  # depthwise convs 2.06 -> 2.62 ms at batch 8)
+                if y < 0 or y >= h:
+                    continue
+                for v in range(kw):
+                    z = j * sw + v * dw - pl
+                    if z < 0 or z >= wd:
+                        continue
+                    xr, wr = x[n, y, z], w[u, v]
                     for ch in range(c):
                         acc[ch] = np.int32(acc[ch] + np.int32(xr[ch]) * wr[ch])
         out_rows(s, nrows, out, r0, np.int64(0), mult[0], mult2[0], ost, res)

@@ -60,7 +60,7 @@ def conv_dw_vnni(xp, wq, bias, mult, mult2, ost, res, out, geo, b0, b1):
     q = np.empty(nq * wpd * cp + 4 * geo[D_SW] * cp, np.int32)  # and its reads past the row (times weight 0)
     for row in range(b0, b1):
         _quads_padded(xp, q, row, geo, cp)
-        _taps(q, wq, wq, False, bias, mult, mult2, ost, res, out, geo, s, row)
+        _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row)
 
 
 @njit(cache=True, nogil=True)
@@ -82,11 +82,11 @@ def conv_dw_vnni_in_place(x, wq, bias, mult, mult2, ost, pad, res, out, geo, b0,
     while row < b1:
         if pairs and row + 1 < b1 and row % oh + 1 < oh:  # two output rows from one quad of input rows
             _quads_in_place(x, q, row, geo, cp, pad, True)
-            _taps(q, wq, wq2, True, bias, mult, mult2, ost, res, out, geo, s, row)
+            _taps_pair(q, wq, wq2, bias, mult, ost, out, geo, row)
             row += 2
             continue
         _quads_in_place(x, q, row, geo, cp, pad, False)
-        _taps(q, wq, wq, False, bias, mult, mult2, ost, res, out, geo, s, row)
+        _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row)
         row += 1
 
 
@@ -154,48 +154,52 @@ def _quads_in_place(x, q, row, geo, cp, pad, pair):
 
 
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _taps(q, wq, wq2, pair, bias, mult, mult2, ost, res, out, geo, s, row):
+def _taps(q, wq, bias, mult, mult2, ost, res, out, geo, s, row):
     """Output row `row` from its tap quads q: tiles of 4 pixels x 16 channels, then the output step (on the
-    accumulators where `direct` holds, else through s and out_rows). pair (quads of input rows
-    i..i+4nq-1): also output row row + 1, from the same quads times wq2 (the weights one kernel row
-    further down), both through the output step on the accumulators (no residual or lookup, C a
-    multiple of 16)."""
+    accumulators where `direct` holds, else through s and out_rows)."""
     ow, c = geo[D_OW], geo[D_C]
     cp = wq.shape[1]
-    sf, mf = s.reshape(s.size), mult.reshape(mult.size)
-    step = (mf, ost[RND], ost[SHIFT], ost[LO], ost[HI])
+    sf, wf = s.reshape(s.size), wq.reshape(wq.size)  # (flat views made once a row: a reshape costs a call)
+    step = (mult.reshape(mult.size), ost[RND], ost[SHIFT], ost[LO], ost[HI])
     direct = c % 16 == 0 and ow >= 4 and ost[HAS_RESIDUAL] == 0 and ost[LUT1] == 0
     for cb in range(0, cp, 16):
-        j = 0
-        while j < ow:
-            if j + 4 > ow:  # the last tile repeats pixels of the one before
-                j = max(0, ow - 4)
-            o = (row * ow + j) * c + cb
-            if pair:
-                t0, t1, t2, t3, u0, u1, u2, u3 = _tile(_below, q, wq, wq2, bias, geo, cb, j)
-                _store_pixels(out, o, c, t0, t1, t2, t3, cb, step)
-                _store_pixels(out, o + ow * c, c, u0, u1, u2, u3, cb, step)
+        for jj in range(0, ow, 4):
+            j = min(jj, max(0, ow - 4))  # the last tile repeats pixels of the one before
+            t0, t1, t2, t3, _, _, _, _ = _tile(_none, q, wf, wf, cp, bias, geo, cb, j)
+            if direct:  # the output step on the accumulators, stored to out (simd_step)
+                _store_pixels(out, (row * ow + j) * c + cb, c, t0, t1, t2, t3, cb, step)
             else:
-                t0, t1, t2, t3, _, _, _, _ = _tile(_none, q, wq, wq, bias, geo, cb, j)
-                if direct:  # the output step on the accumulators, stored to out (simd_step)
-                    _store_pixels(out, o, c, t0, t1, t2, t3, cb, step)
-                else:
-                    vstore(sf, j * cp + cb, t0)
-                    vstore(sf, (j + 1) * cp + cb, t1)
-                    vstore(sf, (j + 2) * cp + cb, t2)
-                    vstore(sf, (j + 3) * cp + cb, t3)
-            j += 4
-    if not direct and not pair:
+                vstore(sf, j * cp + cb, t0)
+                vstore(sf, (j + 1) * cp + cb, t1)
+                vstore(sf, (j + 2) * cp + cb, t2)
+                vstore(sf, (j + 3) * cp + cb, t3)
+    if not direct:
         out_rows(s, ow, out, row * ow, np.int64(0), mult[0], mult2[0], ost, res)
 
 
-@njit(cache=True, inline="always")
-def _tile(second, q, wq, wq2, bias, geo, cb, j):
-    """The accumulators of 4 pixels (j..j+3) x 16 channels (cb..) over every tap quad: t times wq, and u =
-    second(u, x, wq2, i) (_below: times wq2, the next output row's; _none: not computed)."""
-    kw, sw, dw, wpd, nq = geo[D_KW], geo[D_SW], geo[D_DW], geo[D_WP], geo[D_NQ]
-    cp = wq.shape[1]
+@njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def _taps_pair(q, wq, wq2, bias, mult, ost, out, geo, row):
+    """Output rows row and row + 1 from quads of input rows i..i+4nq-1: the lane bytes times wq for the
+    first, times wq2 (the same weights one kernel row further down) for the second; both stored through the
+    output step on the accumulators (no residual or lookup, C a multiple of 16)."""
+    ow, c, cp = geo[D_OW], geo[D_C], wq.shape[1]
     wf, wf2 = wq.reshape(wq.size), wq2.reshape(wq2.size)
+    step = (mult.reshape(mult.size), ost[RND], ost[SHIFT], ost[LO], ost[HI])
+    for cb in range(0, cp, 16):
+        for jj in range(0, ow, 4):
+            j = min(jj, max(0, ow - 4))
+            t0, t1, t2, t3, u0, u1, u2, u3 = _tile(_below, q, wf, wf2, cp, bias, geo, cb, j)
+            o = (row * ow + j) * c + cb
+            _store_pixels(out, o, c, t0, t1, t2, t3, cb, step)
+            _store_pixels(out, o + ow * c, c, u0, u1, u2, u3, cb, step)
+
+
+@njit(cache=True, inline="always")
+def _tile(second, q, wf, wf2, cp, bias, geo, cb, j):
+    """The accumulators of 4 pixels (j..j+3) x 16 channels (cb..) over every tap quad: t times the weights
+    wf (wq flat, rows of cp lanes), and u = second(u, x, wf2, i) (_below: times wf2, the next output row's
+    weights; _none: not computed)."""
+    kw, sw, dw, wpd, nq = geo[D_KW], geo[D_SW], geo[D_DW], geo[D_WP], geo[D_NQ]
     jstep, vstep = sw * cp, dw * cp
     t0 = t1 = t2 = t3 = u0 = u1 = u2 = u3 = vload(bias, cb)
     for k in range(nq):

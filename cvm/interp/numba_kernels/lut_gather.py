@@ -93,7 +93,10 @@ def copy_rows_g(x, mult, mult2, ost, res, out, c0, b0, b1, s, ost32):
 def copy_flat_g(x, m, ost, out, s, ost32):
     """copy_rows_g on flat operands (x, out: rows x channels, contiguous; s: int32 scratch of as many
     values) with one multiplier m for every channel: one requant loop, then the lookups."""
-    _cols(x.reshape(1, x.shape[0]), 0, m, ost, out, s, ost32)
+    rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
+    for i in range(x.shape[0]):
+        s[i] = requant(np.int32(x[i]), m, rnd, shift, lo, hi)
+    _lookups(s, x.shape[0], ost[LUT1] - ost[LUT1_OFF], ost, ost32, out)
 
 
 @njit(cache=True, nogil=True)

@@ -97,20 +97,20 @@ def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
     lds = bias.shape[1]
     bs = block_size(rows)
     s = np.empty((bs + 8, lds), np.int32)  # whole tiles of 6 and of 8 rows
-    a = np.empty(bs + 8, np.int64)
+    a, xf = np.empty(bs + 8, np.int64), xp.reshape(xp.size)
     for blk in range(b0, b1):
         r0 = blk * bs
         nrows = min(bs, rows - r0)
         if nrows <= 0:
             continue
         for g in range(groups):
-            group_tiles(xp, wp, bias, geo, g, r0, nrows, a, _scratch64, _scratch32, s, (lds,))
+            group_tiles(xf, wp, bias, geo, g, r0, nrows, a, _scratch64, _scratch32, s, (lds,))
             out_rows(s, nrows, out, r0, g * og, mult[g], mult2[g], ost, res)
 
 
 @njit(cache=True, inline="always")
-def group_tiles(xp, wp, bias, geo, g, r0, nrows, a, tile64, tile32, target, rest):
-    """Group g's tiles over output pixels r0..r0+nrows-1 (a: scratch of nrows + 8 ints): 6x4 tiles over the
+def group_tiles(xf, wp, bias, geo, g, r0, nrows, a, tile64, tile32, target, rest):
+    """Group g's tiles (xf: the padded input, flat) over output pixels r0..r0+nrows-1 (a: scratch of nrows + 8 ints): 6x4 tiles over the
     panels taken 4 at a time, 8x2 over the two left, if any: tile64 and tile32 are tiles.py's 6x4 and 8x2 bound
     to a store, taking the store's arguments (target, the tile's first row, its first channel) + rest."""
     nv = bias.shape[1] // 16
@@ -120,7 +120,7 @@ def group_tiles(xp, wp, bias, geo, g, r0, nrows, a, tile64, tile32, target, rest
     pixel_bases(r0, nrows, geo, a, g * geo[V_CG])
     for t in range(nrows, nrows + 8):  # a partial last tile repeats the last pixel
         a[t] = a[nrows - 1]
-    wg, bg, xf = wp[g], bias[g], xp.reshape(xp.size)
+    wg, bg = wp[g], bias[g]
     for j in range(0, n4, 4):  # 4 weight panels stay in cache for the whole block
         for m in range(0, nrows, 6):
             tile64((target, m, 16 * j) + rest, xf, a, m, runs, wg, j * ldw, ldw, bg, 16 * j)

@@ -86,7 +86,7 @@ def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1, opad):
     rows = out.shape[0] if opad is None else out.shape[0] // (opad[0] * opad[1]) * geo[V_OH] * geo[V_OW]
     bs = block_size(rows)
     a = np.empty(bs + 8, np.int64)
-    orow = np.empty(bs + 8, np.int64)
+    orow, xf = np.empty(bs + 8, np.int64), xp.reshape(xp.size)
     rnd, shift, lo, hi = ost[RND], ost[SHIFT], ost[LO], ost[HI]
     for blk in range(b0, b1):
         r0 = blk * bs
@@ -96,7 +96,7 @@ def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1, opad):
         for t in range(nrows + 8):  # a partial last tile repeats the last pixel, stored to its row
             orow[t] = _out_row(r0 + min(t, nrows - 1), geo, opad)
         for g in range(groups):
-            group_tiles(xp, wp, bias, geo, g, r0, nrows, a, _direct64, _direct32, out,
+            group_tiles(xf, wp, bias, geo, g, r0, nrows, a, _direct64, _direct32, out,
                         (orow, g * og, og, multp[g], rnd, shift, lo, hi, res, q))
 
 
