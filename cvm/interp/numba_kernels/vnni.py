@@ -104,15 +104,15 @@ def conv_vnni(xp, wp, bias, mult, mult2, ost, res, out, geo, b0, b1):
         if nrows <= 0:
             continue
         for g in range(groups):
-            group_tiles(xf, wp, bias, geo, g, r0, nrows, a, _scratch64, _scratch32, s, (lds,))
+            group_tiles(xf, wp, bias, geo, g, r0, nrows, a, scratch, as_is, s, (lds,))
             out_rows(s, nrows, out, r0, g * og, mult[g], mult2[g], ost, res)
 
 
 @njit(cache=True, inline="always")
-def group_tiles(xf, wp, bias, geo, g, r0, nrows, a, tile64, tile32, target, rest):
-    """Group g's tiles (xf: the padded input, flat) over output pixels r0..r0+nrows-1 (a: scratch of nrows + 8 ints): 6x4 tiles over the
-    panels taken 4 at a time, 8x2 over the two left, if any: tile64 and tile32 are tiles.py's 6x4 and 8x2 bound
-    to a store, taking the store's arguments (target, the tile's first row, its first channel) + rest."""
+def group_tiles(xf, wp, bias, geo, g, r0, nrows, a, store, ready, target, rest):
+    """Group g's tiles over output pixels r0..r0+nrows-1 (xf: the padded input, flat; a: scratch of nrows + 8
+    ints): tiles.py's 6x4 over the panels taken 4 at a time, 8x2 over the two left, if any, each stored by
+    `store` (after `ready`) with the arguments (target, the tile's first row, its first channel) + rest."""
     nv = bias.shape[1] // 16
     ldw = wp.shape[1] // nv
     n4 = nv - nv % 4  # panels taken 4 at a time (6x4 tiles); the 2 left, if any, by 8x2 tiles
@@ -123,20 +123,12 @@ def group_tiles(xf, wp, bias, geo, g, r0, nrows, a, tile64, tile32, target, rest
     wg, bg = wp[g], bias[g]
     for j in range(0, n4, 4):  # 4 weight panels stay in cache for the whole block
         for m in range(0, nrows, 6):
-            tile64((target, m, 16 * j) + rest, xf, a, m, runs, wg, j * ldw, ldw, bg, 16 * j)
+            tile_6x4(dot_u8s8, ready, store, (target, m, 16 * j) + rest, xf, a, m, runs, 4, 64, wg, j * ldw, ldw,
+                     bg, 16 * j)
     if n4 < nv:
         for m in range(0, nrows, 8):
-            tile32((target, m, 16 * n4) + rest, xf, a, m, runs, wg, n4 * ldw, ldw, bg, 16 * n4)
-
-
-@njit(cache=True, inline="always")
-def _scratch64(sargs, x, a, m, runs, wp, w0, ldw, bias, n0):
-    tile_6x4(dot_u8s8, as_is, scratch, sargs, x, a, m, runs, 4, 64, wp, w0, ldw, bias, n0)
-
-
-@njit(cache=True, inline="always")
-def _scratch32(sargs, x, a, m, runs, wp, w0, ldw, bias, n0):
-    tile_8x2(dot_u8s8, as_is, scratch, sargs, x, a, m, runs, 4, 64, wp, w0, ldw, bias, n0)
+            tile_8x2(dot_u8s8, ready, store, (target, m, 16 * n4) + rest, xf, a, m, runs, 4, 64, wg, n4 * ldw, ldw,
+                     bg, 16 * n4)
 
 
 @njit(cache=True, nogil=True)

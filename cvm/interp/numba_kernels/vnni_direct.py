@@ -28,7 +28,7 @@ from .kargs import HI, HI2, LO, LO2, LUT1, LUT2, RHI, RLO, RMUL, RND, RND2, RRND
 from .narrow_mult import narrow
 from ...arith import INT32_MAX, INT32_MIN
 from .simd_step import opaque, step_store, step_store_part, step_store_res, step_store_res_part
-from .tiles import dot_u8s8, four, tile_6x4, tile_8x2
+from .tiles import four
 from .tuning import Tuning
 from .vnni import block_size, group_tiles
 
@@ -80,7 +80,7 @@ def conv_vnni_direct_res(xp, wp, bias, multp, rq, ost, res, out, geo, b0, b1):
 @njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1, opad):
     """The pixel blocks b0..b1 of the entry points (res None: no residual; opad None: out unpadded), by
-    tiles.py's 6x4 and 8x2 tiles bound to _store, inlined here (a 1x1 28x28 128 -> 128 conv with a residual
+    tiles.py's 6x4 and 8x2 tiles with _store, inlined here (a 1x1 28x28 128 -> 128 conv with a residual
     102 -> 89 us, 16 -> 96 at 112x112 without 381 -> 305 us, against the hand-written tiles they replace)."""
     groups, og = geo[V_GROUPS], geo[V_OG]
     rows = out.shape[0] if opad is None else out.shape[0] // (opad[0] * opad[1]) * geo[V_OH] * geo[V_OW]
@@ -96,18 +96,8 @@ def _blocks(xp, wp, bias, multp, ost, res, q, out, geo, b0, b1, opad):
         for t in range(nrows + 8):  # a partial last tile repeats the last pixel, stored to its row
             orow[t] = _out_row(r0 + min(t, nrows - 1), geo, opad)
         for g in range(groups):
-            group_tiles(xf, wp, bias, geo, g, r0, nrows, a, _direct64, _direct32, out,
+            group_tiles(xf, wp, bias, geo, g, r0, nrows, a, _store, _ready, out,
                         (orow, g * og, og, multp[g], rnd, shift, lo, hi, res, q))
-
-
-@njit(cache=True, inline="always")
-def _direct64(sargs, x, a, m, runs, wp, w0, ldw, bias, n0):
-    tile_6x4(dot_u8s8, _ready, _store, sargs, x, a, m, runs, 4, 64, wp, w0, ldw, bias, n0)
-
-
-@njit(cache=True, inline="always")
-def _direct32(sargs, x, a, m, runs, wp, w0, ldw, bias, n0):
-    tile_8x2(dot_u8s8, _ready, _store, sargs, x, a, m, runs, 4, 64, wp, w0, ldw, bias, n0)
 
 
 @njit(cache=True, inline="always")
