@@ -45,7 +45,7 @@ def check_writable(path: str) -> None:
 
 
 def cmd_convert(args) -> int:
-    from mrt.pipeline import convert, read_calibration
+    from mrt.pipeline import convert, loadable, read_calibration
     from mrt.quantize.config import QuantConfig
     check_writable(args.output)
     calib = read_calibration(args.calib)  # a truncated file is bad input now, before the import
@@ -65,7 +65,7 @@ def cmd_convert(args) -> int:
         model = convert(args.model, calib, dump=args.dump, **options)
     if args.opset is not None:
         from cvm.repricing import repriced
-        model = repriced(model, args.opset)
+        model = loadable(repriced(model, args.opset))  # what is written loads back: verified as a node loads it
     model.save(args.output)
     q = model.meta.get("quantization", {})
     wide = f" ({len(q['wide_tensors'])} tensors at {QuantConfig.wide_bits})" if q.get("wide_tensors") else ""

@@ -18,12 +18,13 @@ from cvm.clikit import read_arrays
 from mrt import bias_choice, width_choice
 from mrt.progress import ticker
 from mrt.calibrate import calibrate, data_hash
+from mrt.containment import contained
 from mrt.errors import BadInput
 from mrt.limits import check_import
 from mrt.onnx_import import import_onnx
 from mrt.passes import DEFAULT_PIPELINE, dumper, run_pipeline, strip_output_transform
 from mrt.passes.equalize import equalize
-from mrt.quantize import config_for, emit, verify
+from mrt.quantize import QuantizeError, config_for, emit, verify
 
 CALIB_PREFIX = "calib_"  # a file of several splits (scripts/models/minilm_export.py: calib_*, held_*)
 
@@ -252,10 +253,18 @@ def _emit(c: Conversion, cfg, thresholds: dict, ref=None) -> tuple[tuple, float 
 
 
 def _verify(c: Conversion):
-    c.model = verify(c.emitted, _config(c.options))
+    c.model = loadable(verify(c.emitted, _config(c.options)))
     m = c.model
     return (f"hash {m.hash_hex}\ngas {m.gas} per sample\nnodes {len(m.graph.nodes)}\n"
             f"largest accumulator {m.analysis.max_accumulator_bits} bits")
+
+
+def loadable(model: cvm.Model) -> cvm.Model:
+    """The model, once the bytes `save` writes load back (cvm.loads: canonical encoding, the whole verifier) as
+    this very model: a converted model is never one that a node would refuse to load."""
+    if cvm.loads(model.to_bytes()).hash != model.hash:
+        raise QuantizeError("the written model would load with another hash")
+    return model
 
 
 @dataclass(frozen=True)
@@ -320,8 +329,9 @@ def convert(model, calibration, *, target: str = "cvm", bits: int | None = None,
 
 
 def _run_stage(c: Conversion, stage: Stage, run: Callable | None = None):
-    """One stage, with its name and elapsed time on the terminal while it runs (mrt.progress)."""
-    with ticker(f"convert: {stage.name}", c.options.progress):
+    """One stage, with its name and elapsed time on the terminal while it runs (mrt.progress), failing only
+    with UnsupportedOp, BadInput or QuantizeError on one line naming the node (mrt.containment)."""
+    with ticker(f"convert: {stage.name}", c.options.progress), contained(stage.name):
         return (run or stage.run)(c)
 
 
