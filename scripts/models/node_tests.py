@@ -229,6 +229,7 @@ def ort_int8(model, feeds: dict) -> list | None:
     QuantizeLinear (it does not quantize the case's op) or cannot quantize or run the model."""
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, quantize_static
+    ort.set_default_logger_severity(3)  # its warnings about unused initializers, once per case
 
     class Reader(CalibrationDataReader):
         def __init__(self):
