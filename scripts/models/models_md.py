@@ -16,6 +16,9 @@ sys.path.insert(0, str(ROOT))
 from mrt.onnx_import import opsets  # noqa: E402
 from mrt.onnx_import.importer import HANDLERS  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent))
+import node_tests_doc  # noqa: E402
+
 # handler module -> what its ops become
 HOW = {
     "mrt.onnx_import.ops_nn": "conv, dense, pooling, batch norm (folded)",
@@ -66,7 +69,9 @@ def main() -> None:
         parts += ["", f"## {title}", "", f"Produced by `{command}`.", ""]
         path = cache / name
         parts.append(path.read_text().strip() if path.exists() else f"(not measured here: run `{command}`)")
-    (ROOT / "docs" / "models.md").write_text("\n".join(parts) + "\n")
+    doc = ROOT / "docs" / "models.md"
+    doc.write_text("\n".join(parts) + "\n")
+    node_tests_doc.write_doc(node_tests_doc.load_results(), doc)  # the node tests' section, from its JSON
     print(f"wrote docs/models.md ({len(HANDLERS)} ONNX op types)")
 
 
