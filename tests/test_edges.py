@@ -3,6 +3,7 @@ verifying, planning and the reference's run must do per listing only C-level wor
 the listings of a node (limits.node_inputs)."""
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -46,11 +47,14 @@ def _python_steps(fn) -> int:
     def trace(frame, event, arg):
         count[0] += 1
         return trace
+    gc.collect()  # (a collection during fn would run other tests' finalizers under the hook: a shared
+    gc.disable()  # xdist worker counted 1158 against 1171 once)
     sys.settrace(trace)
     try:
         fn()
     finally:
         sys.settrace(None)
+        gc.enable()
     return count[0]
 
 

@@ -27,6 +27,7 @@ from ..ops import by_opset, derive
 from ..verify import Analysis
 from .numba_kernels import buffers, lower_mac, lower_ops, lower_text, lower_vision, plan, wholeplan
 from .numba_kernels import threads as threads_
+from .numba_kernels.calls import as_call
 from .numba_kernels.layout import canonical
 from .numba_kernels.simd import host_has_vnni  # (and here: cvm.interp.numba.host_has_vnni)
 from .numba_kernels.tuning import DEFAULT_TUNING, Tuning
@@ -74,7 +75,7 @@ class _Bound:
             out = pooled[step.output]
             self.nbytes += batch * step.scratch
             lo = len(calls)
-            calls.extend(step.bind(ins, out))
+            calls.extend(map(as_call, step.bind(ins, out)))
             spans.append((step.output, range(lo, len(calls))))
             env[step.output] = out
         self.outputs = [(name, canonical(env[stored], p.values[stored])) for name, stored in outputs.items()]

@@ -92,6 +92,12 @@ def twin(fn, record, **extra) -> Call:
     return call(fn, **{k: values[k] for k in names if k in values})
 
 
+def as_call(c) -> Call:
+    """A step's call as a Call: ours bind Calls; an op added from outside (docs/architecture.md, "Adding an
+    op") may bind a plain (fn, args) pair, whose arguments nobody reads by name (no variant replaces fn)."""
+    return c if isinstance(c, Call) else Call(*c)
+
+
 def is_record(args) -> bool:
     return isinstance(args, tuple) and hasattr(args, "_fields")
 
