@@ -31,7 +31,16 @@ def _params(key) -> tuple[str, ...]:
     if isinstance(key, tuple):  # (a method's function,): its parameters after self
         return _params(key[0])[1:]
     fn = getattr(key, "py_func", key)
-    return tuple(getattr(fn, "PARAMS", None) or inspect.signature(fn).parameters)
+    if (names := getattr(fn, "PARAMS", None) or _BUILTINS.get(fn)) is not None:
+        return names
+    try:
+        return tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # a builtin without a text signature (numpy 1.x's): read by position only
+        return tuple(f"arg{i}" for i in range(_MAX_UNNAMED))
+
+
+_BUILTINS = {np.copyto: ("dst", "src", "casting", "where")}  # numpy < 2 gives its builtins no signature
+_MAX_UNNAMED = 32
 
 
 @functools.lru_cache(maxsize=None)
