@@ -90,7 +90,8 @@ class Graph:
     initializers: dict
     nodes: tuple
     name: str = "graph"
-    # ONNX batch axis of graph inputs/outputs stored batch-first where it is not 0 (onnx_import/batch_major.py)
+    # the unit axis of graph inputs/outputs where it is not ONNX axis 0: the one-sample ONNX axis of size 1 the
+    # CVM batch axis stands for, None where there is none (stored whole) (mrt.onnx_import.one_sample)
     batch_axes: dict = field(default_factory=dict)
     # tensors computed inside an unrolled recurrence (mrt.onnx_import.ops_rnn) and the sequences it reads:
     # their error compounds over the steps, so the cvm target keeps them wide (mrt.recurrent_precision)
@@ -107,6 +108,11 @@ class Graph:
         full = infer_full_shapes(self.inputs, self.initializers, self.nodes)
         object.__setattr__(self, "_full", full)
         object.__setattr__(self, "shapes", {k: s[1:] for k, s in full.items() if is_batched(s)})
+
+    def unit_axis(self, name):
+        """The ONNX axis of one sample's input/output `name` that the CVM batch axis stands for (None: a new
+        axis in front); mrt.onnx_import.one_sample.as_batch / as_sample convert."""
+        return self.batch_axes.get(name, 0)
 
     def _check_names(self):
         defined = set()

@@ -1,27 +1,21 @@
-"""ONNX tensors whose batch axis is not axis 0, stored batch-first in the IR.
+"""ONNX tensors whose unit axis is not axis 0, stored with it first in the IR.
 
-Recurrent models put the batch elsewhere: a sequence-first LSTM reads X as [seq, batch, input] and
-writes Y as [seq, dirs, batch, hidden]; its states, often graph inputs and outputs, are
-[dirs, batch, hidden]. The IR keeps the batch axis first everywhere, so such a tensor is stored with its
-batch axis moved to the front (numpy's moveaxis(t, k, 0)), and `ctx.batch_axes` records k, the ONNX
-axis that holds the batch. A node reading such a tensor is imported here: its attributes are translated
-to the stored layout (a Transpose's permutation, a Squeeze's axes, a Reshape's target, ...), the usual
-handler emits the IR, and the output's ONNX batch axis is recorded in turn. Where a tensor's batch axis
-comes back to 0 (a torch export's Transpose back to batch-first), nothing is left of the detour. Any
-other op reading such a tensor is refused by name rather than computed along the wrong axis.
-
-Graph inputs: an input whose axis 0 is concrete and which has exactly one symbolic dim, or one that is
-the sequence-first X or a state of a recurrent node, has its batch on that axis; MRT's input is then
-the batch-first array (the converted model's input and output shapes say so).
+A sequence-first recurrent layer reads X as [seq, 1, input] for one sample and writes Y as [seq, dirs, 1, hidden];
+its states are [dirs, 1, hidden]. Such a tensor is stored with that size-1 axis where the CVM batch axis is (its
+unit axis, one_sample.py), and `ctx.batch_axes` records k, the ONNX axis it came from. A node reading such a
+tensor is imported here: its attributes are translated to the stored layout (a Transpose's permutation, a
+Squeeze's axes, a Reshape's target, ...), the usual handler emits the IR, and the output's unit axis is recorded
+in turn. Where a tensor's unit axis comes back to 0 (a torch export's Transpose back to batch-first), nothing is
+left of the detour. An op that cannot keep the unit axis apart raises UnsupportedOp, and one_sample imports it
+on the whole tensor instead.
 """
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from mrt.errors import UnsupportedOp
 from mrt.onnx_import.attrs import where
-from mrt.onnx_import.context import BATCH_SENTINEL
 
 RECURRENT = ("LSTM", "GRU", "RNN")
 # ops that work element by element on one tensor: the batch axis stays where it is
@@ -78,12 +72,13 @@ def _ints_input(ctx, node, k, values):
     return _with(node, inputs=inputs)
 
 
-def _with(node, inputs=None, **attrs):
+def _with(node, inputs=None, outputs=None, **attrs):
+    """A copy of the node with other inputs, outputs or attributes."""
     values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     values.update(attrs)
-    out = helper.make_node(node.op_type, list(node.input if inputs is None else inputs), list(node.output),
-                           name=node.name, domain=node.domain, **values)
-    return out
+    return helper.make_node(node.op_type, list(node.input if inputs is None else inputs),
+                            list(node.output if outputs is None else outputs), name=node.name, domain=node.domain,
+                            **values)
 
 
 def _transpose(ctx, node, attrs, k):
@@ -124,20 +119,19 @@ def _axes_operand(ctx, node, attrs):
 
 
 def _reshape(ctx, node, attrs, k):
-    """[pre..., N, post...] -> [pre'..., N, post'...] with prod(pre') == prod(pre): the same reshape of the
-    stored [N, pre..., post...] is [N, pre'..., post'...]."""
+    """[pre..., 1, post...] -> [pre'..., 1, post'...] with prod(pre') == prod(pre): the same reshape of the
+    stored [pre..., post...] is [pre'..., post'...]."""
     full = ctx.shape(node.input[0], node)
-    onnx_dims = [full[stored_axis(a, k)] for a in range(len(full))]
+    onnx_dims = [1 if a == k else full[stored_axis(a, k)] for a in range(len(full))]
     target = [int(d) for d in ctx.const(node.input[1], node, "Reshape shape")]
     if not attrs.get("allowzero", 0):
         target = [onnx_dims[i] if d == 0 and i < len(onnx_dims) else d for i, d in enumerate(target)]
-    heads = [i for i, d in enumerate(target) if d == BATCH_SENTINEL or d is onnx_dims[k]]
     pre = int(np.prod([d for a, d in enumerate(onnx_dims) if a < k]))
-    for j in heads:
+    for j in (j for j, d in enumerate(target) if d == 1):
         if -1 not in target[:j] and int(np.prod(target[:j])) == pre:
-            return _ints_input(ctx, node, 1, [BATCH_SENTINEL] + target[:j] + target[j + 1:]), [j]
-    raise UnsupportedOp(f"{where(node)}: Reshape of a tensor with its batch on ONNX axis {k} to {target} does not "
-                        "keep the batch axis apart from the others")
+            return _ints_input(ctx, node, 1, [1] + target[:j] + target[j + 1:]), [j]
+    raise UnsupportedOp(f"{where(node)}: Reshape of a tensor with its unit axis on ONNX axis {k} to {target} does "
+                        "not keep the unit axis apart from the others")
 
 
 def _slice(ctx, node, attrs, k):
@@ -182,14 +176,6 @@ def _binary(ctx, node, attrs, k):
     return _with(node, inputs=inputs), [k]
 
 
-def _shape(ctx, node, attrs, k):
-    """Shape in ONNX's axis order: the stored shape with its batch moved back to axis k."""
-    full = ctx.shape(node.input[0], node)
-    dims = [BATCH_SENTINEL if a == k else full[stored_axis(a, k)] for a in range(len(full))]
-    ctx.consts[node.output[0]] = np.asarray(dims, np.int64)[attrs.get("start", 0):attrs.get("end", None)]
-    return None, []
-
-
 def _matmul(ctx, node, attrs, k):
     """MatMul by a constant matrix contracts the last axis: the same on the stored tensor while the batch is on
     another axis (torch's sequence-first attention projects [L, N, E] by its in_proj weight)."""
@@ -204,7 +190,7 @@ def _matmul(ctx, node, attrs, k):
 
 TRANSLATE = {
     "Transpose": _transpose, "MatMul": _matmul, "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Reshape": _reshape,
-    "Slice": _slice, "Gather": _gather, "Split": _along_axis, "Concat": _along_axis, "Shape": _shape,
+    "Slice": _slice, "Gather": _gather, "Split": _along_axis, "Concat": _along_axis,
     **{op: _binary for op in BINARY},
     **{op: (lambda ctx, node, attrs, k: (node, [k])) for op in ELEMENTWISE},
 }
@@ -245,55 +231,3 @@ class _Plain:
 
     def ignore(self, *names):
         pass
-
-
-# -- graph inputs ------------------------------------------------------------------------------------
-
-def input_axis(vi, graph) -> int:
-    """The ONNX axis of a graph input that holds the batch (see the module docstring)."""
-    dims = vi.type.tensor_type.shape.dim
-    for n in graph.node:
-        if n.op_type in RECURRENT and vi.name in (list(n.input[:1]) + list(n.input[5:7])):
-            layout = next((a.i for a in n.attribute if a.name == "layout"), 0)
-            return 1 if layout == 0 else 0
-    symbolic = [a for a, d in enumerate(dims) if not (d.HasField("dim_value") and d.dim_value > 0)]
-    if dims and dims[0].HasField("dim_value") and dims[0].dim_value > 1 and len(symbolic) == 1:
-        return symbolic[0]
-    return 0
-
-
-def batch_first(vi, axis: int):
-    """A copy of the input's value info with its batch axis moved first."""
-    if axis == 0:
-        return vi
-    d = vi.type.tensor_type.shape.dim[axis]
-    if d.HasField("dim_value") and d.dim_value > 1:
-        raise UnsupportedOp(f"graph input {vi.name!r}: ONNX axis {axis} holds the batch (a sequence- or direction-first "
-                            f"recurrent layout) but is fixed at {d.dim_value}; it must be symbolic or 1")
-    out = type(vi)()
-    out.CopyFrom(vi)
-    dims = list(vi.type.tensor_type.shape.dim)
-    order = [axis] + [a for a in range(len(dims)) if a != axis]
-    del out.type.tensor_type.shape.dim[:]
-    for a in order:
-        out.type.tensor_type.shape.dim.add().CopyFrom(dims[a])
-    return out
-
-
-# -- fills shaped by the batch size ------------------------------------------------------------------
-
-def is_batch_fill(ctx, node) -> bool:
-    """A ConstantOfShape whose shape has the batch size (from Shape) on an axis other than 0: torch's zero initial
-    state [dirs, batch, hidden] of a recurrent layer."""
-    if node.op_type != "ConstantOfShape" or not node.input or not ctx.is_const(node.input[0]):
-        return False
-    shape = np.asarray(ctx.consts[node.input[0]]).reshape(-1)
-    return bool(shape.size > 1 and (shape[1:] == BATCH_SENTINEL).any() and shape[0] != BATCH_SENTINEL)
-
-
-def fold_fill(ctx, node):
-    """The fill is the same for every sample: folded as one sample's (the batch dim 1), which broadcasts."""
-    shape = np.asarray(ctx.consts[node.input[0]]).reshape(-1)
-    values = {a.name: a for a in node.attribute}
-    fill = numpy_helper.to_array(values["value"].t) if "value" in values else np.zeros(1, np.float32)
-    ctx.consts[node.output[0]] = np.full(np.where(shape == BATCH_SENTINEL, 1, shape), fill.reshape(-1)[0], fill.dtype)

@@ -1,4 +1,4 @@
-"""The state of one import: ONNX constants, batched tensors and the IR nodes emitted so far.
+"""The state of one import: ONNX constants, activations and the IR nodes emitted so far.
 
 Handlers read ONNX tensor names through it and emit IR nodes into it; each emitted node's shape
 is inferred at once with the float op table, so a node MRT cannot represent fails at its own
@@ -12,23 +12,47 @@ from mrt.float_ops import BATCH
 from mrt.graph import Node, fresh_name, infer_node_shape
 from mrt.onnx_import.attrs import where
 
-# Stands for the (unknown) batch size inside constant-folded shape arithmetic (ONNX Shape of a
-# batched tensor). Exact in float32/float64 and far from any real dimension.
-BATCH_SENTINEL = 2 ** 40
-
 
 class ImportContext:
-    def __init__(self, consts, batch_one):
+    def __init__(self, consts):
         self.consts = dict(consts)   # ONNX name -> np.ndarray: initializers, Constant, folded
-        self.full = {}               # IR name of a batched tensor -> full shape (BATCH at 0)
+        self.full = {}               # IR name of an activation -> full shape (the CVM batch axis BATCH at 0)
         self.dropped = {}            # ONNX name -> why it has no IR counterpart
         self.optional_outputs = set()  # dropped names that may silently leave the graph outputs
         self.nodes = []              # (a property: an assignment re-indexes the node names and producers)
         self.initializers = {}       # IR constants referenced by emitted nodes
-        self.batch_one = batch_one   # the model declares batch size 1 (not symbolic)
         self.integer_tensors = set()  # ONNX tensors of an integer element type (importer.integer_tensors)
-        self.batch_axes = {}         # ONNX name -> its batch axis where not 0, stored batch-first (batch_major.py)
+        self.batch_axes = {}         # ONNX name -> its unit axis where not 0 (one_sample.py, batch_major.py)
+        self.whole = set()           # ONNX names stored whole, every ONNX axis a per-sample axis (one_sample.py)
+        self.aliases = {}            # (ONNX name, form) -> the name of its copy stored in that form (one_sample.py)
         self.recurrent = set()       # IR tensors of unrolled recurrences and the sequences they read (ops_rnn.py)
+
+    def mark(self):
+        """A point to roll the import back to (one_sample tries a node's unit-axis import first)."""
+        sizes = {k: len(getattr(self, k)) for k in ("consts", "full", "dropped", "initializers", "batch_axes",
+                                                     "aliases")}
+        sets = {k: set(getattr(self, k)) for k in ("optional_outputs", "whole", "recurrent")}
+        return len(self._nodes), sizes, sets
+
+    def rollback(self, mark):
+        """Forget everything recorded since `mark`: dicts keep insertion order, so the new keys are the last ones."""
+        n_nodes, sizes, sets = mark
+        for k, n in sizes.items():
+            table = getattr(self, k)
+            for key in list(table)[n:]:
+                del table[key]
+        for k, value in sets.items():
+            setattr(self, k, value)
+        if len(self._nodes) != n_nodes:
+            self.nodes = self._nodes[:n_nodes]
+
+    def onnx_shape(self, name, node):
+        """One sample's ONNX shape of a tensor: a constant's own; an activation's from its IR shape and form."""
+        full = self.shape(name, node)
+        if self.is_const(name) or name in self.whole:
+            return tuple(full) if self.is_const(name) else tuple(full[1:])
+        k = self.batch_axes.get(name, 0)
+        return (*full[1:k + 1], 1, *full[k + 1:])
 
     @property
     def nodes(self):
@@ -68,7 +92,7 @@ class ImportContext:
         return self.consts[name]
 
     def shape(self, name, node):
-        """Full shape: (BATCH, *per_sample) for a batched tensor, the array shape for a const."""
+        """IR full shape: (BATCH, *per_sample) for an activation, the array shape for a const."""
         self._check_known(name, node)
         if self.is_const(name):
             return self.consts[name].shape

@@ -1,11 +1,11 @@
-"""import_onnx: ONNX ModelProto -> MRT float Graph.
+"""import_onnx: ONNX ModelProto -> MRT float Graph, for one sample (mrt.onnx_import.one_sample).
 
 Supported: default-domain opsets 7..25 (older ones upgraded, mrt.onnx_import.opsets) and ai.onnx.ml (for scikit-learn models).
-Every node whose inputs are all constants (Constant, torch's Shape/Gather/Unsqueeze/Concat/Cast
-plumbing, weight transposes) is evaluated at import with onnx's reference implementation; a Shape
-of a batched tensor folds to a constant whose batch entry is a sentinel that may only travel
-through the plumbing ops in BATCH_SAFE_OPS and must end up at axis 0 of a Reshape target. Every
-other node goes through HANDLERS, which emit MRT IR nodes. Anything else is an UnsupportedOp
+Every symbolic input dim is fixed first (a symbolic batch at 1, the others from the caller or the calibration
+data), so every shape is one sample's and concrete. Every node whose inputs are all constants (Constant, torch's
+Shape/Gather/Unsqueeze/Concat/Cast plumbing, position ids from Range, weight transposes) is evaluated at import
+with onnx's reference implementation; Shape of an activation folds to one sample's shape. Every other node goes
+through HANDLERS, which emit MRT IR nodes, in the form one_sample chooses. Anything else is an UnsupportedOp
 naming the op and node.
 
 Graph outputs keep their ONNX names. The one ONNX output left out is a LinearClassifier's label
@@ -20,7 +20,7 @@ from onnx.reference import ReferenceEvaluator
 
 from mrt.errors import BadInput, GraphError, UnsupportedOp
 from mrt.float_ops import BATCH
-from mrt.graph import Graph
+from mrt.graph import Graph, Node, fresh_name
 from mrt.limits import check_onnx
 from mrt.onnx_import import ops_core as core
 from mrt.onnx_import import ops_ml as ml
@@ -32,19 +32,14 @@ from mrt.onnx_import import ops_text as text
 from mrt.onnx_import import ops_trees as trees
 from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
-from mrt.onnx_import import batch_major
-from mrt.onnx_import import const_concat, merged_batch
+from mrt.onnx_import import const_concat, one_sample
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.control import inline_if
-from mrt.onnx_import.context import BATCH_SENTINEL, ImportContext
-from mrt.onnx_import.inputs import graph_input, shapes_for
+from mrt.onnx_import.context import ImportContext
+from mrt.onnx_import.inputs import graph_input, shapes_for, unit_axis
 from mrt.onnx_import.opsets import ML_DOMAIN, opsets as model_opsets, upgrade
 
 
-# ONNX ops that may carry the batch-size sentinel while folding shape arithmetic (Shape and Size count
-# elements of a shape vector, the rank checks of scripted torch code, which never reads the sentinel's value).
-BATCH_SAFE_OPS = {"Gather", "Concat", "Unsqueeze", "Squeeze", "Slice", "Cast", "Identity",
-                  "Reshape", "Shape", "Size"}
 # Ops that would fold to a different constant on every import.
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
               "Multinomial", "Bernoulli"}
@@ -76,7 +71,8 @@ HANDLERS = {
     ("", "Pad"): (core.pad, {13, 18, 19, 21, 23, 24, 25}),
     ("", "Identity"): (core.identity, {13, 14, 16, 19, 21, 23, 24, 25}),
     ("", "Dropout"): (core.dropout, {13, 22}),
-    ("", "Shape"): (core.shape, {13, 15, 19, 21, 23, 24, 25}),
+    ("", "Shape"): (one_sample.fold_shape, {13, 15, 19, 21, 23, 24, 25}),
+    ("", "Size"): (one_sample.fold_shape, {13, 19, 21, 23, 24, 25}),
     (ML_DOMAIN, "Scaler"): (ml.scaler, {1}),
     (ML_DOMAIN, "LinearClassifier"): (ml.linear_classifier, {1}),
     (ML_DOMAIN, "Normalizer"): (ml.normalizer, {1}),
@@ -114,43 +110,11 @@ def _parse(source, what: str):
         raise BadInput(f"{what} is not a parseable ONNX model ({type(e).__name__}: {e})") from None
 
 
-def _batch_safe(node, values) -> bool:
-    """Folds that keep the batch size symbolic: Where selects values (the sentinel passes through as one); Equal
-    of a shape against a negative constant (torch's expand(n, -1, -1) writes Where(Equal(shape, -1), 1, shape))
-    is False at the sentinel for every batch size; Mul of the batch size by positive integers gives
-    BATCH_SENTINEL * f, which only a Reshape target may hold (torch attention's N * heads, mrt.onnx_import.
-    merged_batch)."""
-    if node.op_type == "Where":
-        return not merged_batch.carries_batch(values[0])
-    if node.op_type == "Equal" and len(values) == 2:
-        a, b = np.broadcast_arrays(*values)
-        return bool((b[a == BATCH_SENTINEL] < 0).all() and (a[b == BATCH_SENTINEL] < 0).all()
-                    and sum(merged_batch.carries_batch(v) for v in values) == 1
-                    and not merged_batch.carries_batch(a[a != BATCH_SENTINEL])
-                    and not merged_batch.carries_batch(b[b != BATCH_SENTINEL]))
-    if node.op_type == "Mul" and len(values) == 2 and all(v.dtype.kind in "iu" for v in values):
-        batchy = [merged_batch.carries_batch(v) for v in values]
-        other = values[batchy.index(True) ^ 1] if sum(batchy) == 1 else None
-        return other is not None and bool((other > 0).all())
-    return False
-
-
 def _fold(ctx, node, opsets):
     """Evaluate a node whose inputs are all constants with onnx's reference implementation."""
-    values = [ctx.consts[i] for i in node.input if i]
     if node.op_type in RANDOM_OPS:
         raise UnsupportedOp(f"{where(node)}: random ops are not supported")
     feeds = {i: ctx.consts[i] for i in node.input if i}
-    if node.op_type == "ConstantOfShape" and values[0].size and values[0].reshape(-1)[0] == BATCH_SENTINEL:
-        # a fill of shape (batch, ...): the same for every sample, so one sample's, broadcast over the batch
-        values[0] = feeds[node.input[0]] = np.concatenate([[1], values[0].reshape(-1)[1:]]).astype(values[0].dtype)
-    if node.op_type == "Expand" and values[1].size and values[1].reshape(-1)[0] == BATCH_SENTINEL:
-        # a constant expanded to (batch, ...): one sample's copy, broadcast over the batch like the fill above
-        values[1] = feeds[node.input[1]] = np.concatenate([[1], values[1].reshape(-1)[1:]]).astype(values[1].dtype)
-    if node.op_type not in BATCH_SAFE_OPS and not _batch_safe(node, values) and any(
-            merged_batch.carries_batch(v) for v in values):
-        raise UnsupportedOp(f"{where(node)}: computes with the batch size (from Shape), which "
-                            "MRT cannot keep symbolic")
     domain = node.domain if node.domain != "ai.onnx" else ""
     try:
         ref = ReferenceEvaluator(node, opsets={domain: opsets.get(domain, 1)})
@@ -172,12 +136,7 @@ def _handle(ctx, node, opsets):
     if since not in versions:
         raise UnsupportedOp(f"{where(node)}: version {since} of {node.op_type} is not supported")
     attrs = Attrs(node)
-    if merged_batch.reads(ctx, node):  # the batch merged with another dimension (torch attention's N * heads)
-        merged_batch.handle(ctx, node, attrs, HANDLERS)
-    elif batch_major.reads_moved(ctx, node, attrs):  # a tensor whose batch is not on ONNX axis 0 (recurrent layouts)
-        batch_major.handle(ctx, node, attrs, HANDLERS)
-    else:
-        handler(ctx, node, attrs)
+    one_sample.handle(ctx, node, attrs, HANDLERS, opsets)
     attrs.check_all_read()
 
 
@@ -185,12 +144,28 @@ def _import_node(ctx, node, opsets):
     if node.op_type == "If" and node.domain in ("", "ai.onnx"):  # a constant condition: the branch it takes
         for inner in inline_if(ctx, node):
             _import_node(ctx, inner, opsets)
-    elif batch_major.is_batch_fill(ctx, node):  # torch's zero initial state [dirs, batch, hidden]
-        batch_major.fold_fill(ctx, node)
     elif all(ctx.is_const(i) for i in node.input if i):
         _fold(ctx, node, opsets)
     else:
         _handle(ctx, node, opsets)
+
+
+def _unit_outputs(ctx, outputs):
+    """A graph output stored whole whose ONNX axis 0 is 1 is given as its unit-axis form, the form every output
+    of a model that computes per sample has: the CVM output is one sample's ONNX output with axis 0 left out."""
+    for name in outputs:
+        if one_sample.form(ctx, name) is not one_sample.WHOLE or ctx.onnx_shape(name, None)[:1] != (1,):
+            continue
+        inner = fresh_name(f"{name}/whole", ctx.taken())
+        ctx.full[inner] = ctx.full.pop(name)
+        one_sample._set_form(ctx, inner, one_sample.WHOLE)
+        one_sample._set_form(ctx, name, 0)
+        renamed = [Node(n.op, tuple(inner if i == name else i for i in n.inputs),
+                        tuple(inner if o == name else o for o in n.outputs), n.attrs, name=n.name) for n in ctx.nodes]
+        shape = ctx.full[inner][2:]
+        ctx.nodes = renamed + [Node("reshape", (inner,), (name,), {"shape": tuple(shape)},
+                                    name=fresh_name(f"{name}/unit", {n.name for n in renamed}))]
+        ctx.full[name] = (BATCH, *shape)
 
 
 def integer_tensors(model) -> set:
@@ -228,18 +203,15 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
     if g.sparse_initializer:
         raise UnsupportedOp("sparse initializers are not supported")
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    specs, batch_one = [], []
     real_inputs = [vi for vi in g.input if vi.name not in consts]
     given = shapes_for(real_inputs, input_shapes, strict=not shapes_from_data)
-    moved = {vi.name: batch_major.input_axis(vi, g) for vi in real_inputs}
+    ctx = ImportContext(consts)
+    specs = []
     for vi in real_inputs:
-        spec, one = graph_input(batch_major.batch_first(vi, moved[vi.name]), given.get(vi.name))
+        spec, axis = graph_input(vi, given.get(vi.name), unit_axis(vi, g))
         specs.append(spec)
-        batch_one.append(one)
-    ctx = ImportContext(consts, batch_one=bool(batch_one) and all(batch_one))
-    for spec in specs:
         ctx.full[spec.name] = (BATCH, *spec.shape)
-    ctx.batch_axes.update({k: a for k, a in moved.items() if a})
+        one_sample._set_form(ctx, spec.name, axis)
     ctx.integer_tensors = integer_tensors(model)
     for node in g.node:
         _import_node(ctx, node, opsets)
@@ -257,10 +229,11 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
         outputs.append(o.name)
     if not outputs:
         raise UnsupportedOp("the model has no batched float output")
+    _unit_outputs(ctx, outputs)
     try:
-        moved = {name: ctx.batch_axes[name] for name in [*(s.name for s in specs), *outputs] if name in ctx.batch_axes}
+        axes = {name: one_sample.form(ctx, name) for name in [*(s.name for s in specs), *outputs]}
         return Graph(inputs=specs, outputs=outputs, initializers=ctx.initializers,
-                     nodes=ctx.nodes, name=g.name or "graph", batch_axes=moved,
+                     nodes=ctx.nodes, name=g.name or "graph", batch_axes={k: a for k, a in axes.items() if a != 0},
                      recurrent=frozenset(ctx.recurrent))
     except GraphError as e:
         raise UnsupportedOp(f"imported graph is invalid: {e}") from e

@@ -1,9 +1,15 @@
-"""The graph inputs of an ONNX model as MRT inputs: a batch axis first, concrete per-sample dims.
+"""The graph inputs of an ONNX model as MRT inputs: one sample's tensor, concrete dims, a CVM batch axis in front.
 
-Exporters often declare symbolic spatial dims (a detector's height and width, an OCR model's line
-width). MRT fixes each to the one size the model will be run at: given by the caller (`mrt convert
---input-shape`) or read from the calibration data, whose arrays have that shape. The fixed shape is
-the CVM model's input shape, so it is recorded in the model and checked on every call.
+Exporters declare a symbolic batch and often symbolic spatial dims (a detector's height and width, an OCR
+model's line width). MRT imports what the graph computes for one sample: the batch is fixed at 1 and each other
+symbolic dim at the one size the model will be run at, given by the caller (`mrt convert --input-shape`) or read
+from the calibration data, whose arrays have that shape. The fixed shape is the CVM model's input shape, so it is
+recorded in the model and checked on every call.
+
+An input's unit axis (mrt.onnx_import.one_sample) is the size-1 axis its CVM per-sample shape leaves out: axis 0
+where it is the symbolic batch or 1, axis 1 for a sequence-first recurrent layer's X and states, the one
+symbolic dim of an input whose axis 0 is fixed above 1 (a batch declared elsewhere); an input with none of these
+is stored whole, every ONNX axis a per-sample axis (a graph whose first dim is a fixed 100).
 """
 from __future__ import annotations
 
@@ -40,20 +46,38 @@ def _fixed(name: str, declared: list, given) -> tuple[int, ...]:
     return given
 
 
-def graph_input(vi, given=None) -> tuple[TensorSpec, bool]:
-    """A batched float32 graph input: its spec (per-sample shape) and whether it declares batch size 1.
-    `given`: the per-sample shape to fix symbolic dims with (None: they must all be concrete)."""
+RECURRENT = ("LSTM", "GRU", "RNN")
+
+
+def unit_axis(vi, graph):
+    """The ONNX axis of a graph input left out of its per-sample shape, or None (see the module docstring)."""
+    dims = [_dim(d) for d in vi.type.tensor_type.shape.dim] if vi.type.HasField("tensor_type") else []
+    for n in graph.node:
+        if n.op_type in RECURRENT and vi.name in (list(n.input[:1]) + list(n.input[5:7])):
+            layout = next((a.i for a in n.attribute if a.name == "layout"), 0)
+            axis = 1 if layout == 0 else 0
+            return axis if len(dims) > axis and dims[axis] in (None, 1) else None
+    if dims and dims[0] in (None, 1):
+        return 0
+    symbolic = [a for a, d in enumerate(dims) if d is None]
+    return symbolic[0] if len(symbolic) == 1 else None
+
+
+def graph_input(vi, given=None, axis=0) -> tuple[TensorSpec, int | None]:
+    """A graph input's spec (per-sample shape: the ONNX dims without the unit axis `axis`, all of them where it
+    is None) and that axis. `given`: the per-sample shape to fix symbolic dims with (None: they must all be
+    concrete)."""
     t = vi.type.tensor_type
     if not vi.type.HasField("tensor_type") or t.elem_type not in INPUT_DTYPES:
         raise UnsupportedOp(f"graph input {vi.name!r}: only float32 and integer (int64, int32: token ids, "
                             "masks) tensors are supported")
-    if not t.HasField("shape") or not t.shape.dim:
-        raise UnsupportedOp(f"graph input {vi.name!r}: needs a shape with a batch axis")
-    dims = list(t.shape.dim)
-    batch = _dim(dims[0])
-    if batch is not None and batch != 1:
-        raise UnsupportedOp(f"graph input {vi.name!r}: batch dim must be symbolic or 1, got {batch}")
-    return TensorSpec(vi.name, _fixed(vi.name, [_dim(d) for d in dims[1:]], given), INPUT_DTYPES[t.elem_type]), batch == 1
+    if not t.HasField("shape"):
+        raise UnsupportedOp(f"graph input {vi.name!r}: needs a declared shape")
+    if any(d.HasField("dim_value") and d.dim_value == 0 for d in t.shape.dim):
+        raise UnsupportedOp(f"graph input {vi.name!r}: a dim of size 0 (an empty tensor); CVM has no empty tensors")
+    dims = [_dim(d) for d in t.shape.dim]
+    kept = dims if axis is None else dims[:axis] + dims[axis + 1:]
+    return TensorSpec(vi.name, _fixed(vi.name, kept, given), INPUT_DTYPES[t.elem_type]), axis
 
 
 def shapes_for(inputs, shapes: dict | None, strict: bool = True) -> dict:

@@ -5,13 +5,11 @@ it reads attributes through `Attrs` and emits MRT IR nodes through the `ImportCo
 """
 import math
 
-import numpy as np
 from onnx import TensorProto
 
 from mrt.errors import UnsupportedOp
 from mrt.float_ops import BATCH
 from mrt.onnx_import.attrs import optional_input, where
-from mrt.onnx_import.context import BATCH_SENTINEL
 from mrt.onnx_import.ops_reduce import pad_by_copies
 
 
@@ -83,11 +81,11 @@ def flatten(ctx, node, attrs):
     ctx.emit("flatten", [ctx.tensor(x, node)], {}, node, out=node.output[0])
 
 
-def resolve_reshape(node, in_shape, target, allowzero, batch_one):
-    """The per-sample target of an ONNX Reshape of a batched tensor, or an error if the reshape
-    does not keep axis 0 as the batch axis. Accepted heads: the batch size taken from Shape
-    (folded to BATCH_SENTINEL), 0 (copy, without allowzero), 1 in a batch-1 model, or -1 with
-    concrete per-sample dims after it (torch's x.view(-1, K))."""
+def resolve_reshape(node, in_shape, target, allowzero):
+    """The per-sample target of an ONNX Reshape of a tensor whose ONNX axis 0 is its unit axis (one_sample.py),
+    or an error if the reshape does not keep that axis apart. Accepted heads: 1, 0 (copy, without allowzero),
+    or -1 with concrete dims after it (torch's x.view(-1, K)). A Reshape that merges the unit axis with
+    others is imported on the whole tensor instead (one_sample.py)."""
     t = [int(d) for d in target]
     per_sample = math.prod(in_shape[1:])
     if not t:
@@ -95,9 +93,9 @@ def resolve_reshape(node, in_shape, target, allowzero, batch_one):
     if not allowzero:
         t = [in_shape[i] if d == 0 and i < len(in_shape) else d for i, d in enumerate(t)]
     head, rest = t[0], t[1:]
-    if BATCH_SENTINEL in rest or BATCH in rest:
-        raise UnsupportedOp(f"{where(node)}: Reshape moves the batch size off axis 0: {target}")
-    keeps_batch = head in (BATCH_SENTINEL, BATCH) or (head == 1 and batch_one)
+    if BATCH in rest:
+        raise UnsupportedOp(f"{where(node)}: Reshape moves the unit axis off axis 0: {target}")
+    keeps_batch = head in (BATCH, 1)
     if head == -1 and -1 not in rest and all(d > 0 for d in rest) and \
             math.prod(rest) == per_sample:
         keeps_batch = True
@@ -117,7 +115,7 @@ def resolve_reshape(node, in_shape, target, allowzero, batch_one):
 def reshape(ctx, node, attrs):
     x, target = node.input
     shape = resolve_reshape(node, ctx.shape(x, node), ctx.const(target, node, "Reshape shape"),
-                            attrs.get("allowzero", 0), ctx.batch_one)
+                            attrs.get("allowzero", 0))
     ctx.emit("reshape", [ctx.tensor(x, node)], {"shape": shape}, node, out=node.output[0])
 
 
@@ -194,11 +192,3 @@ def cast(ctx, node, attrs):
         raise UnsupportedOp(f"{where(node)}: Cast of a batched tensor to "
                             f"{TensorProto.DataType.Name(to)} is not supported (float32 only)")
     ctx.emit("identity", [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
-
-
-def shape(ctx, node, attrs):
-    """Shape of a batched tensor is a constant whose batch entry is BATCH_SENTINEL."""
-    full = ctx.shape(node.input[0], node)
-    value = np.array([BATCH_SENTINEL, *full[1:]], dtype=np.int64)
-    start, end = attrs.get("start", 0), attrs.get("end", None)
-    ctx.consts[node.output[0]] = value[start:end]

@@ -13,7 +13,6 @@ import numpy as np
 from mrt.errors import UnsupportedOp
 from mrt.float_ops import OPS
 from mrt.onnx_import.attrs import optional_input, where
-from mrt.onnx_import.context import BATCH_SENTINEL
 
 BIG = 1 << 62  # larger than any dimension: an "until the end" bound in ONNX's int64 starts/ends
 
@@ -148,7 +147,7 @@ def expand(ctx, node, attrs):
         raise UnsupportedOp(f"{where(node)}: target {target} has more axes than the batched input {full}, "
                             "which would move the batch axis")
     t_dims = [1] * (len(full) - len(target)) + target
-    if t_dims[0] not in (1, BATCH_SENTINEL):
+    if t_dims[0] != 1:
         raise UnsupportedOp(f"{where(node)}: expands the batch axis to {t_dims[0]}")
     zeros = [1] + [t if d == 1 else 1 for d, t in zip(full[1:], t_dims[1:])]
     x = ctx.tensor(node.input[0], node)

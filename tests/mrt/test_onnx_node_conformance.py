@@ -2,10 +2,11 @@
 
 `onnx.backend.test.case.node.collect_testcases()` rebuilds the node tests offline (model, inputs,
 expected outputs). Every case whose ops are all ones MRT imports is run through import_onnx +
-run_float and compared with the expected outputs. The node tests have no batch concept, so the
-harness declares the first input's first axis to be the (symbolic) batch axis; every other input
-becomes a constant (weights, pads, divisors, ...) unless it could be a second batched input (same
-rank and leading dim, and not an input MRT requires to be constant).
+run_float and compared with the expected outputs. A case's inputs are one sample (MRT imports what the graph
+computes for one sample, mrt.onnx_import.one_sample), fed as a CVM batch of one. The first input is the data;
+another input is data too where it has the first one's rank and leading dim and is not an integer (axes,
+indices, shapes) or an input MRT requires to be constant (weights, pads, divisors, ...); the rest become
+constants.
 
 A case is skipped only for a reason listed in SKIPS or OP_SKIPS, and a skipped case must still be
 refused by the importer (UnsupportedOp), so the lists cannot silently go stale.
@@ -23,6 +24,7 @@ from mrt.errors import UnsupportedOp
 from mrt.float_exec import run_float
 from mrt.onnx_import import import_onnx
 from mrt.onnx_import.importer import HANDLERS
+from mrt.onnx_import.one_sample import as_batch, as_sample
 from mrt.onnx_import.opsets import MAX_OPSET
 from onnx_vision_cases import ORT_NOT_REFERENCE
 from onnx_vision_cases import SKIPS as VISION_SKIPS
@@ -34,18 +36,16 @@ CONST_INPUTS = {
     "Conv": {1, 2}, "Gemm": {1, 2}, "BatchNormalization": {1, 2, 3, 4}, "Div": {1},
     "Clip": {1, 2}, "Pad": {1, 2, 3}, "Reshape": {1}, "Dropout": {1, 2},
     "ConvTranspose": {1, 2}, "Resize": {1, 2, 3}, "Upsample": {1},
+    **{op: {1, 2, 3, 4, 7} for op in ("LSTM", "GRU", "RNN")},
 }
 
 _INT_DTYPES = "integer inputs: MRT imports float32 models only"
-_BATCH = "the op works along the first axis, which the harness makes the batch axis"
-_LITERAL_BATCH = ("the Reshape target spells the batch size as a literal (2), valid for that batch "
-                  "size only; MRT needs 0, -1 or the size taken from Shape")
 # Whole ops whose conformance cases are out of scope (each case still must be rejected).
 OP_SKIPS = {
     "Cast": "dtype conversions: MRT imports float32 graphs; Cast float->float on a batched tensor "
             "is the identity and other Casts only appear in folded shape arithmetic",
-    "Shape": "the output is the input's shape, a constant for MRT (folded; its batch entry is "
-             "symbolic), so the graph would have no batched output",
+    "Shape": "the output is the input's shape, a constant for one sample (folded), so the graph would have no "
+             "output computed from its input",
 }
 # Supported ops none of whose conformance cases can run, and where they are tested instead.
 NOT_RUN = {
@@ -54,6 +54,7 @@ NOT_RUN = {
     "Celu": "its one float case is written at an opset newer than MRT checks; tested in test_univariate.py",
     **{op: "every case compares or selects with integer, boolean or string tensors; float comparisons and "
            "Where are tested in test_univariate.py" for op in ("Equal", "Not", "Where")},
+    "Size": "the output is the input's element count, a constant for one sample (folded at import)",
     "Constant": "always folded at import; the one case has a constant output (test_import.py)",
     "LayerNormalization": "every case normalises over more than the last axis or asks for the Mean and InvStdDev "
                           "training outputs; Y over the last axis is tested in test_transformer.py",
@@ -70,27 +71,6 @@ SKIPS = {
     "test_clip_default_int8_inbounds_expanded": _INT_DTYPES,
     "test_maxpool_2d_uint8": _INT_DTYPES,
     "test_wrap_pad": "Pad mode 'wrap' (constant, reflect and edge are supported)",
-    "test_div": "division by a non-constant: the divisor varies along the batch axis",
-    "test_div_example": "division by a non-constant: the divisor varies along the batch axis",
-    "test_concat_1d_axis_0": _BATCH, "test_concat_1d_axis_negative_1": _BATCH,
-    "test_concat_2d_axis_0": _BATCH, "test_concat_2d_axis_negative_2": _BATCH,
-    "test_concat_3d_axis_0": _BATCH, "test_concat_3d_axis_negative_3": _BATCH,
-    "test_softmax_axis_0": _BATCH,
-    "test_flatten_axis0": "Flatten axis=0 merges the batch axis",
-    "test_flatten_axis2": "Flatten axis=2 merges the batch axis",
-    "test_flatten_axis3": "Flatten axis=3 merges the batch axis",
-    "test_flatten_negative_axis4": "Flatten axis=-4 (=0) merges the batch axis",
-    "test_flatten_negative_axis1": "Flatten axis=-1 (=3) merges the batch axis",
-    "test_flatten_negative_axis2": "Flatten axis=-2 merges the batch axis",
-    "test_reshape_reordered_all_dims": "Reshape changes the first (batch) dim",
-    "test_reshape_reordered_last_dims": _LITERAL_BATCH,
-    "test_reshape_zero_dim": _LITERAL_BATCH,
-    "test_reshape_reduced_dims": "Reshape changes the first (batch) dim",
-    "test_reshape_extended_dims": "Reshape changes the first (batch) dim",
-    "test_reshape_one_dim": "Reshape changes the first (batch) dim",
-    "test_reshape_negative_dim": "Reshape changes the first (batch) dim",
-    "test_reshape_negative_extended_dims": "Reshape changes the first (batch) dim",
-    "test_reshape_zero_and_negative_dim": "Reshape changes the first (batch) dim",
     "test_reshape_allowzero_reordered": "empty input (batch of 0 with dims moved)",
     "test_matmul_1d_3d": "a rank-1 first operand: the batch axis would be contracted",
     "test_matmul_1d_1d": "a rank-1 first operand: the batch axis would be contracted",
@@ -111,6 +91,10 @@ SKIPS = {
     "test_training_dropout_zero_ratio": "Dropout in training mode",
     "test_training_dropout_zero_ratio_mask": "Dropout in training mode",
     "test_prelu_example": "the slope has the input's shape, so the harness batches it; MRT needs a constant slope",
+    "test_size": "the output is the input's element count, a constant for one sample",
+    "test_size_example": "the output is the input's element count, a constant for one sample",
+    "test_split_zero_size_splits_opset13": "a zero-size split: CVM has no empty tensors",
+    "test_split_zero_size_splits_opset18": "a zero-size split: CVM has no empty tensors",
     "test_constant": "the output is a constant (no input, nothing batched)",
     "test_identity_sequence": "sequence types",
     "test_identity_opt": "optional types",
@@ -133,23 +117,17 @@ def _cases():
 
 
 # A case refused with one of these messages is skipped with the reason beside it: each names a limit
-# of integer models (the batch axis is fixed; a divisor must be a constant; no empty tensors), so a case
+# of integer models (a divisor must be a constant; no empty tensors), so a case
 # skipped here is still checked to fail loudly, with that message.
 REFUSALS = {
-    "the batch axis": _BATCH,
-    "move the batch axis": _BATCH,
-    "broadcasts against the batch axis": _BATCH,
-    "computes with the batch size": "shape arithmetic on the batch size, which MRT keeps symbolic",
     "division by a non-constant divisor": "division by a tensor (softmax or a normalisation written out); "
                                           "MRT divides by constants, softmax is a rule of its own",
-    "are symbolic": "a dim of size 0 (an empty tensor), which the harness cannot make concrete",
+    "a dim of size 0": "a dim of size 0 (an empty tensor): CVM has no empty tensors",
     "is empty": "an empty slice: CVM has no empty tensors",
     "make an empty tensor": "a zero-size split: CVM has no empty tensors",
     "only the last axis is supported": "LayerNormalization over more than the last axis",
     "mean and inverse std outputs are not computed": "LayerNormalization's Mean and InvStdDev outputs (training "
                                                      "statistics); Y alone is tested in test_transformer.py",
-    "holds the batch": "a sequence-first recurrent input (layout 0) whose batch axis (1) is fixed while the harness "
-                       "batches axis 0, the sequence; layout 0 is tested in test_rnn_import.py",
 }
 
 
@@ -198,8 +176,8 @@ def _const_positions(model):
 
 
 def batched_model(case, inputs):
-    """The case's model with the first input batched (symbolic first dim); returns the model
-    and the inputs fed at run time."""
+    """The case's model with the inputs MRT needs constant made constants; returns the model and the
+    one-sample inputs (as_batch makes them a batch of one once the graph says each one's unit axis)."""
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     g = model.graph
@@ -207,21 +185,15 @@ def batched_model(case, inputs):
     first = np.asarray(inputs[0]) if inputs else None
     feeds, keep = {}, []
     for k, (vi, value) in enumerate(zip(list(g.input), inputs)):
-        if not vi.type.HasField("tensor_type"):  # sequences, optionals: left for import to refuse
-            keep.append(vi)
-            continue
-        value = np.asarray(value)
-        batched = k == 0 or (vi.name not in must_const and value.ndim == first.ndim
-                             and value.ndim > 0 and value.shape[0] == first.shape[0])
-        batched = batched or value.dtype not in (np.float32, np.int64)  # left for import to refuse
-        if batched and value.ndim > 0:
-            vi.type.tensor_type.shape.dim[0].Clear()
-            vi.type.tensor_type.shape.dim[0].dim_param = "N"
-        if batched:
+        value = np.asarray(value) if vi.type.HasField("tensor_type") else value
+        data = k == 0 or (vi.name not in must_const and value.dtype.kind == "f" and value.ndim == first.ndim
+                          and value.ndim > 0 and value.shape[0] == first.shape[0])
+        if not vi.type.HasField("tensor_type") or data or (vi.name not in must_const and
+                                                           value.dtype not in (np.float32, np.int64)):
+            keep.append(vi)  # sequences, optionals, other dtypes: left for import to refuse
             feeds[vi.name] = value
-            keep.append(vi)
         else:
-            g.initializer.append(numpy_helper.from_array(value, vi.name))
+            g.initializer.append(numpy_helper.from_array(np.asarray(value), vi.name))
     del g.input[:]
     g.input.extend(keep)
     return model, feeds
@@ -231,7 +203,7 @@ def run_case(case):
     for inputs, expected in case.data_sets:
         model, feeds = batched_model(case, list(inputs))
         graph = import_onnx(model)
-        got = run_float(graph, feeds)
+        got = run_float(graph, {k: as_batch(v, graph.unit_axis(k)) for k, v in feeds.items()})
         if case.name in ORT_NOT_REFERENCE:
             import onnxruntime
             session = onnxruntime.InferenceSession(case.model.SerializeToString())
@@ -241,9 +213,8 @@ def run_case(case):
         # the case's own tolerance when looser (some expected values are rounded by hand)
         rtol, atol = max(1e-4, case.rtol), max(1e-5, case.atol)
         for name, want in zip(names, expected):
-            # an output whose ONNX batch axis is not 0 is stored batch-first (batch_major.py)
-            want = np.moveaxis(np.asarray(want), graph.batch_axes.get(name, 0), 0)
-            np.testing.assert_allclose(got[name], want, rtol=rtol, atol=atol, err_msg=name)
+            np.testing.assert_allclose(as_sample(got[name][0], graph.unit_axis(name)), want, rtol=rtol, atol=atol,
+                                       err_msg=name)
 
 
 @pytest.mark.parametrize("name", sorted(_cases()))
