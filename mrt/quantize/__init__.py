@@ -37,7 +37,7 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
         feat = (feature_thresholds or {}).get(spec.name)
         if spec.dtype == "int64":  # token ids, masks: scale 1, declared bits (rules_text.integer_input)
             qz.input(name, spec.shape, rules_text.integer_input(qz, spec, thresholds))
-            qz.q[spec.name], input_scales[name] = QT(name=name, scale=np.asarray(1.0), narrow=True), 1.0
+            qz.q[spec.name], input_scales[name] = QT(name=name, scale=np.asarray(1.0), narrow=True, exact=True), 1.0
             continue
         qz.input(name, spec.shape, qz.act_bits(spec.name) if feat is None else config.feature_input_bits)
         if feat is not None:
@@ -56,7 +56,8 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
         qz.q[node.outputs[0]] = rule(qz, per_sample(node))
     outputs, output_scales = [], {}
     for fname in graph.outputs:
-        scale = qz.scale_of(fname, config.output_bits) * 2 ** config.output_headroom_bits
+        exact = qz.q[fname].exact  # an index or an integer stays one: scale 1
+        scale = 1.0 if exact else qz.scale_of(fname, config.output_bits) * 2 ** config.output_headroom_bits
         t = qz.requant(qz.q[fname], scale, config.output_bits, name=f"{safe_name(fname)}.out")
         outputs.append(t.name)
         output_scales[t.name] = scale

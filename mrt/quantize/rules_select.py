@@ -35,7 +35,7 @@ def argmax(qz, node):
                  keepdims=int(a["keepdims"]), name=f"{name}.best")
     out = (qz.op("sub", best, qz.const([1]), name=name) if a["select_last_index"] else
            qz.op("sub", qz.const([n]), best, name=name))
-    return QT(name=out, scale=np.asarray(1.0), narrow=True)
+    return QT(name=out, scale=np.asarray(1.0), narrow=True, exact=True)
 
 
 RULES = {"reduce_max": reduce_max, "argmax": argmax}

@@ -27,12 +27,14 @@ class QuantizeError(MrtError):
 class QT:
     """An integer tensor standing for a float one: value = q * scale (scale per tensor, or per
     channel along per-sample `axis`). `narrow` means: per tensor, within the activation range (the
-    activation bits, or 0..2^bits - 1 for an unsigned activation)."""
+    activation bits, or 0..2^bits - 1 for an unsigned activation). `exact` means the integers are the float
+    values themselves (an index, an integer input): scale 1, and a graph output keeps them so."""
 
     name: str
     scale: np.ndarray  # shape () or (C,)
     axis: int | None = None
     narrow: bool = False
+    exact: bool = False
 
     @property
     def per_channel(self) -> bool:

@@ -11,8 +11,9 @@ A case is
 - failed: wrong numbers or shapes, any other exception, a crash, or more than --timeout seconds;
 - not applicable: what one deterministic sample cannot express (NOT_APPLICABLE's reasons).
 
-One sample is the unit (issue 30): an input of ONNX shape S is calibrated and run as a CVM batch of one,
-shape (1, *S). Inputs that every real export writes as initializers (PARAMETERS: a layer's weights, and the
+One sample is the unit (issue 30): an input of ONNX shape S is calibrated and run as a CVM batch of one
+(mrt.onnx_import.one_sample.as_batch: its unit axis, a size-1 axis, becomes the batch axis; (1, *S) where it has
+none). Inputs that every real export writes as initializers (PARAMETERS: a layer's weights, and the
 values that fix an output's shape such as Reshape's shape or Slice's starts) are made initializers first.
 
     nice -n 19 .venv/bin/python scripts/models/node_tests.py [-j 2] [--timeout 60] [NAME_PART ...]
@@ -146,6 +147,8 @@ def classify(name: str) -> dict:
     """The case's result: {"op", "status", "reason"} plus the measured errors of float outputs."""
     from mrt.errors import BadInput, UnsupportedOp
     from mrt.quantize import QuantizeError
+    from mrt.onnx_import import import_onnx
+    from mrt.onnx_import.one_sample import as_batch, as_sample
     from mrt.pipeline import convert
     case = cases()[name]
     out = {"op": op_of(name)}
@@ -158,19 +161,23 @@ def classify(name: str) -> dict:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = convert(model, {k: v[None] for k, v in feeds.items()}, softmax="integer", progress=False)
+            graph = import_onnx(model)
+            batch = {k: as_batch(v, graph.unit_axis(k)) for k, v in feeds.items()}
+            m = convert(model, batch, softmax="integer", progress=False)
     except (UnsupportedOp, BadInput, QuantizeError) as e:
         return {**out, "status": "refused", "reason": first_line(e)}
     try:
-        got = run_cvm(m, feeds, len(model.graph.output))
+        got = run_cvm(m, batch, len(model.graph.output))
+        got = [as_sample(g, graph.unit_axis(o)) for g, o in zip(got, graph.outputs)]
         return {**out, **compare(model, feeds, got, want)}
     except Exception as e:  # noqa: BLE001 - any error after conversion is the pipeline's failure
         return {**out, "status": "failed", "reason": first_line(e)}
 
 
-def run_cvm(m, feeds: dict, count: int) -> list:
-    """The model's float outputs for one sample, in its outputs' order (the ONNX graph's, renamed NAME.out)."""
-    x = {s.name: m.quantize_input(feeds[s.name][None], s.name) for s in m.inputs}
+def run_cvm(m, batch: dict, count: int) -> list:
+    """The model's float outputs for a batch of one sample, in its outputs' order (the ONNX graph's, renamed
+    NAME.out), row 0 of each."""
+    x = {s.name: m.quantize_input(batch[s.name], s.name) for s in m.inputs}
     y = m.run(x, backend="reference")
     y = y if isinstance(y, dict) else {m.outputs[0].name: y}
     if len(m.outputs) != count:

@@ -134,19 +134,9 @@ def test_refusals():
     model.graph.initializer.append(numpy_helper.from_array(np.array([3, 5], np.int32), "lens"))
     model.graph.node[0].input[4] = "lens"
     _refused(model, r"sequence_lens \[3, 5\] differ")
-    model = cell_model("GRU")
-    model.graph.node.append(helper.make_node("Softmax", ["Y"], ["s"]))
-    model.graph.output.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, None))
-    _refused(model, "batch is on ONNX axis 2 .* which Softmax cannot take")
     model = cell_model("RNN")
     model.graph.initializer.append(numpy_helper.from_array(np.ones((1, 1, 4), np.float32), "h0"))
     model.graph.node[0].input.append("h0")
     _refused(model, "non-zero constant initial_h")
     model = cell_model("LSTM", activations=["Sigmoid", "Gelu", "Tanh"])
     _refused(model, "activation 'Gelu' is not supported")
-    model = cell_model("RNN")  # X computed from a batch-first tensor, read as sequence-first
-    model.graph.node.insert(0, helper.make_node("Relu", ["x"], ["xr"]))
-    model.graph.node[1].input[0] = "xr"
-    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
-    model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 5
-    _refused(model, "has its batch on ONNX axis 0, but layout=0 puts it on axis 1")
