@@ -93,6 +93,9 @@ class Graph:
     # the unit axis of graph inputs/outputs where it is not ONNX axis 0: the one-sample ONNX axis of size 1 the
     # CVM batch axis stands for, None where there is none (stored whole) (mrt.onnx_import.one_sample)
     batch_axes: dict = field(default_factory=dict)
+    # graph outputs ONNX declares integer or boolean (an index, a label, a comparison): the integer model gives
+    # them at scale 1, rounded to the integer they stand for (mrt.quantize)
+    integer_outputs: frozenset = field(default_factory=frozenset, compare=False)
     # tensors computed inside an unrolled recurrence (mrt.onnx_import.ops_rnn) and the sequences it reads:
     # their error compounds over the steps, so the cvm target keeps them wide (mrt.recurrent_precision)
     recurrent: frozenset = field(default_factory=frozenset, compare=False)

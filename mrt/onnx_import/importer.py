@@ -1,6 +1,6 @@
 """import_onnx: ONNX ModelProto -> MRT float Graph, for one sample (mrt.onnx_import.one_sample).
 
-Supported: default-domain opsets 7..25 (older ones upgraded, mrt.onnx_import.opsets) and ai.onnx.ml (for scikit-learn models).
+Supported: default-domain opsets 7..28 (older ones upgraded, mrt.onnx_import.opsets) and ai.onnx.ml (for scikit-learn models).
 Every symbolic input dim is fixed first (a symbolic batch at 1, the others from the caller or the calibration
 data), so every shape is one sample's and concrete. Every node whose inputs are all constants (Constant, torch's
 Shape/Gather/Unsqueeze/Concat/Cast plumbing, position ids from Range, weight transposes) is evaluated at import
@@ -150,6 +150,13 @@ def _import_node(ctx, node, opsets):
         _handle(ctx, node, opsets)
 
 
+def _integer_outputs(g, outputs) -> frozenset:
+    """The outputs ONNX declares integer or boolean."""
+    declared = {o.name: o.type.tensor_type.elem_type for o in g.output if o.type.HasField("tensor_type")}
+    floats = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.UNDEFINED)
+    return frozenset(o for o in outputs if declared.get(o, TensorProto.UNDEFINED) not in floats)
+
+
 def _unit_outputs(ctx, outputs):
     """A graph output stored whole whose ONNX axis 0 is 1 is given as its unit-axis form, the form every output
     of a model that computes per sample has: the CVM output is one sample's ONNX output with axis 0 left out."""
@@ -234,6 +241,6 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
         axes = {name: one_sample.form(ctx, name) for name in [*(s.name for s in specs), *outputs]}
         return Graph(inputs=specs, outputs=outputs, initializers=ctx.initializers,
                      nodes=ctx.nodes, name=g.name or "graph", batch_axes={k: a for k, a in axes.items() if a != 0},
-                     recurrent=frozenset(ctx.recurrent))
+                     recurrent=frozenset(ctx.recurrent), integer_outputs=_integer_outputs(g, outputs))
     except GraphError as e:
         raise UnsupportedOp(f"imported graph is invalid: {e}") from e

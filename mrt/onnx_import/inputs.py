@@ -19,10 +19,15 @@ from mrt.errors import UnsupportedOp
 from mrt.graph import TensorSpec
 
 
-# ONNX input type -> IR input dtype: integers (token ids, attention masks) stay integers, which the quantizer
-# gives scale 1 and declared bits (mrt.quantize.rules_text.integer_input); the float run computes on them as
-# float32, exact below 2^24
-INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.INT64: "int64", TensorProto.INT32: "int64"}
+# ONNX input type -> IR input dtype: integers and booleans (token ids, attention masks, flags) stay integers,
+# which the quantizer gives scale 1 and the calibrated range's bits (mrt.quantize.rules_text.integer_input); the
+# float run computes on them as float32, exact below 2^24. Wider floats are read as float32 (MRT quantizes them).
+INPUT_DTYPES = {
+    TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float32", TensorProto.FLOAT16: "float32",
+    TensorProto.BFLOAT16: "float32",
+    **{t: "int64" for t in (TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8,
+                            TensorProto.UINT16, TensorProto.UINT8, TensorProto.BOOL)},
+}
 
 
 def _dim(d):
@@ -69,8 +74,9 @@ def graph_input(vi, given=None, axis=0) -> tuple[TensorSpec, int | None]:
     concrete)."""
     t = vi.type.tensor_type
     if not vi.type.HasField("tensor_type") or t.elem_type not in INPUT_DTYPES:
-        raise UnsupportedOp(f"graph input {vi.name!r}: only float32 and integer (int64, int32: token ids, "
-                            "masks) tensors are supported")
+        kind = TensorProto.DataType.Name(t.elem_type) if vi.type.HasField("tensor_type") else "a non-tensor"
+        raise UnsupportedOp(f"graph input {vi.name!r}: {kind} inputs are not supported (float, double, float16, "
+                            "bfloat16, bool and integers up to 64 bits but uint32/uint64)")
     if not t.HasField("shape"):
         raise UnsupportedOp(f"graph input {vi.name!r}: needs a declared shape")
     if any(d.HasField("dim_value") and d.dim_value == 0 for d in t.shape.dim):

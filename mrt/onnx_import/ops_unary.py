@@ -96,7 +96,7 @@ HANDLERS = {
     **{onnx_op: (unary(op), {1, 6, 9, 11, 12, 13, 14, 18, 20, 22}) for onnx_op, op in _UNARY.items()},
     **{onnx_op: (binary(op), {1, 7, 9, 11, 12, 13, 15, 16, 19}) for onnx_op, op in _BINARY.items()},
     "Elu": (unary("elu", alpha=1.0), {6, 22}),
-    "Celu": (unary("celu", alpha=1.0), {12}),
+    "Celu": (unary("celu", alpha=1.0), {12, 28}),  # 28 adds float16, double, bfloat16 types
     "Selu": (unary("selu", alpha=SELU_ALPHA, gamma=SELU_GAMMA), {6, 22}),
     "ThresholdedRelu": (unary("thresholded_relu", alpha=1.0), {10, 22}),
     "Gelu": (gelu, {20}),
@@ -104,5 +104,5 @@ HANDLERS = {
     "Max": (min_max("maximum"), {8, 12, 13}),
     "Where": (where_, {9, 16}),
     "PRelu": (prelu, {9, 16}),
-    "Cast": (cast_bool, {13, 19, 21, 23, 24, 25}),
+    "Cast": (cast_bool, {13, 19, 21, 23, 24, 25, 28}),  # 28 adds float6 types
 }

@@ -56,7 +56,7 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
         qz.q[node.outputs[0]] = rule(qz, per_sample(node))
     outputs, output_scales = [], {}
     for fname in graph.outputs:
-        exact = qz.q[fname].exact  # an index or an integer stays one: scale 1
+        exact = qz.q[fname].exact or fname in graph.integer_outputs  # an index or an integer stays one: scale 1
         scale = 1.0 if exact else qz.scale_of(fname, config.output_bits) * 2 ** config.output_headroom_bits
         t = qz.requant(qz.q[fname], scale, config.output_bits, name=f"{safe_name(fname)}.out")
         outputs.append(t.name)
