@@ -192,9 +192,9 @@ class Model:
         m = bits_max(spec.bits)
         scale = np.asarray(spec.scale, np.float64)  # per tensor, or per feature (last axis)
         x = _as_array(x, spec.name)
-        if x.dtype.kind not in "iuf":
-            raise InputError(f"input {spec.name!r} must hold numbers, got dtype {x.dtype}")
-        x = x.astype(np.float64, copy=False)
+        if x.dtype.kind not in "iufb":
+            raise InputError(f"input {spec.name!r} must hold numbers or booleans, got dtype {x.dtype}")
+        x = x.astype(np.float64, copy=False)  # a boolean (a mask, a flag) is 0 or 1
         if x.size and not np.isfinite(x).all():
             bad = np.argwhere(~np.isfinite(x))[0]
             raise InputError(f"input {spec.name!r} holds {x[tuple(bad)]} at index {tuple(int(i) for i in bad)}: "

@@ -81,7 +81,7 @@ def _calibration_array(name: str, a, continuous: bool = True) -> np.ndarray:
         a = np.asarray(a)
     except ValueError as e:
         raise BadInput(f"calibration data {name!r} is not a rectangular array ({e})") from None
-    if a.dtype.kind not in "iuf" or a.ndim == 0 or len(a) == 0:
+    if a.dtype.kind not in "iufb" or a.ndim == 0 or len(a) == 0:
         raise BadInput(f"calibration data {name!r} must be a non-empty numeric array with a batch axis, "
                        f"got dtype {a.dtype} shape {a.shape}")
     a = a.astype(np.float32, copy=False)

@@ -1,0 +1,95 @@
+"""Quantization rules for comparisons, Where and the element-wise maximum and minimum (mrt.float_ops.unary's
+binary table), in opset-1 ops.
+
+Both operands are read at one scale, the finer of their calibrated scales (rules._common: wide bits, nothing
+clipped; a constant operand is rounded onto that scale), and subtracted: d = a - b as an integer. For an integer
+d, clip(d, 0, 1) is [d > 0] and clip(d + 1, 0, 1) is [d >= 0], so every comparison is a sub, at most one add of
+a constant and one or two clips; its result is a 0/1 flag at scale 1, marked exact (an integer output keeps it).
+Integer operands (token ids, indices, flags: scale 1) compare exactly; float operands compare as their
+quantized values do, so values closer than one step of the common scale may compare equal.
+Where(c, a, b) = b + [c != 0] * (a - b) and max(a, b) = b + relu(a - b), min(a, b) = a - relu(a - b), at the
+operands' common scale.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mrt.quantize.rules import _common, _const, _node_name, _operand
+from mrt.quantize.state import QT
+
+
+def _scale(qz, *names) -> float:
+    """The finer of the activations' calibrated scales (constants do not set it)."""
+    return min(qz.scale_of(n) for n in names if _const(qz, n) is None)
+
+
+def _at(qz, node, name, scale, like):
+    """An operand as an integer tensor name at `scale`: an activation rescaled, a constant rounded onto it."""
+    c = _const(qz, name)
+    if c is None:
+        return _common(qz, node, name, scale).name
+    return qz.const(np.round(_operand(qz, c, like) / scale).astype(np.int64), dtype="int32")
+
+
+def _operands(qz, node, a, b):
+    scale = _scale(qz, a, b)
+    like = a if _const(qz, a) is None else b
+    return _at(qz, node, a, scale, like), _at(qz, node, b, scale, like), scale
+
+
+def _flag(qz, node, x, y, strict: bool, suffix=""):
+    """[x > y] (strict) or [x >= y] as a 0/1 integer tensor name."""
+    d = qz.op("sub", x, y, name=f"{_node_name(node)}.d{suffix}")
+    if not strict:
+        d = qz.op("add", d, qz.const(np.asarray([1])), name=f"{_node_name(node)}.d1{suffix}")
+    return qz.op("clip", d, lo=0, hi=1, name=f"{_node_name(node)}{suffix}")
+
+
+def compare(qz, node) -> QT:
+    a, b = node.inputs
+    x, y, _ = _operands(qz, node, a, b)
+    op = node.op
+    if op in ("greater", "greater_equal"):
+        out = _flag(qz, node, x, y, strict=op == "greater")
+    elif op in ("less", "less_equal"):
+        out = _flag(qz, node, y, x, strict=op == "less")
+    else:  # equal: [x >= y] - [x > y]
+        ge = _flag(qz, node, x, y, strict=False, suffix=".ge")
+        gt = _flag(qz, node, x, y, strict=True, suffix=".gt")
+        out = qz.op("sub", ge, gt, name=_node_name(node))
+    return QT(name=out, scale=np.asarray(1.0), narrow=True, exact=True)
+
+
+def _nonzero(qz, node, c):
+    """[c != 0] as a 0/1 integer tensor name (a flag already is one)."""
+    t = qz.q[c]
+    if t.exact and qz.interval(t.name)[0] >= 0 and qz.interval(t.name)[1] <= 1:
+        return t.name
+    q = qz.narrow(c).name
+    pos = qz.op("clip", q, lo=0, hi=1, name=f"{_node_name(node)}.pos")
+    neg = qz.op("clip", qz.op("sub", qz.const(np.asarray([0])), q, name=f"{_node_name(node)}.negc"), lo=0, hi=1,
+                name=f"{_node_name(node)}.neg")
+    return qz.op("add", pos, neg, name=f"{_node_name(node)}.nonzero")
+
+
+def where(qz, node) -> QT:
+    c, a, b = node.inputs
+    x, y, scale = _operands(qz, node, a, b)
+    flag = _nonzero(qz, node, c)
+    diff = qz.op("sub", x, y, name=f"{_node_name(node)}.diff")
+    out = qz.op("add", y, qz.op("mul", flag, diff, name=f"{_node_name(node)}.pick"), name=_node_name(node))
+    exact = all(qz.q[n].exact for n in (a, b) if _const(qz, n) is None) and scale == 1.0
+    return QT(name=out, scale=np.asarray(scale), exact=exact)
+
+
+def extremum(qz, node) -> QT:
+    a, b = node.inputs
+    x, y, scale = _operands(qz, node, a, b)
+    over = qz.op("relu", qz.op("sub", x, y, name=f"{_node_name(node)}.d"), name=f"{_node_name(node)}.over")
+    out = (qz.op("add", y, over, name=_node_name(node)) if node.op == "maximum" else
+           qz.op("sub", x, over, name=_node_name(node)))
+    return QT(name=out, scale=np.asarray(scale))
+
+
+RULES: dict = {**{op: compare for op in ("greater", "less", "greater_equal", "less_equal", "equal")},
+               "where": where, "maximum": extremum, "minimum": extremum}
