@@ -45,6 +45,7 @@ UNARY_FUNCTIONS = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "reciprocal": lambda x: 1 / x, "neg": np.negative,
     "abs": np.abs, "erf": special.erf, "softplus": _softplus, "softsign": lambda x: x / (1 + np.abs(x)),
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "round": np.round, "sign": np.sign,
+    "trunc": np.trunc,  # Cast of a float to an integer type
     "not": lambda x: (x == 0).astype(np.float64),
     "mish": lambda x: x * np.tanh(_softplus(x)),
     "hard_swish": lambda x: x * np.clip(x + 3, 0, 6) / 6,

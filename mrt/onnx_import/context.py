@@ -105,11 +105,20 @@ class ImportContext:
             return name
         value = self.consts[name]
         if value.dtype != np.float32:
-            raise UnsupportedOp(f"{where(node)}: constant {name!r} has dtype {value.dtype}; MRT "
-                                "computes in float32")
+            value = self._as_float32(name, value, node)
         if name not in self.initializers:
             self.initializers[self._free(name)] = value
         return name
+
+    @staticmethod
+    def _as_float32(name, value, node):
+        """A constant MRT computes with, as float32: other floats rounded to it (MRT quantizes them anyway);
+        integers and booleans where float32 holds them exactly (|v| <= 2^24)."""
+        if value.dtype.kind == "f" or (value.dtype.kind in "iub" and (not value.size or
+                                                                    np.abs(value.astype(np.float64)).max() <= 2 ** 24)):
+            return value.astype(np.float32)
+        raise UnsupportedOp(f"{where(node)}: constant {name!r} has dtype {value.dtype} with values float32 does "
+                            "not hold exactly; MRT computes in float32")
 
     def drop(self, name, reason, optional_output=False):
         """Record an ONNX output MRT does not compute; reading it is an error naming `reason`.

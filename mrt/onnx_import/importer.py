@@ -32,7 +32,7 @@ from mrt.onnx_import import ops_text as text
 from mrt.onnx_import import ops_trees as trees
 from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
-from mrt.onnx_import import const_concat, one_sample
+from mrt.onnx_import import const_concat, forms, one_sample
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.control import inline_if
 from mrt.onnx_import.context import ImportContext
@@ -69,6 +69,7 @@ HANDLERS = {
     ("", "Transpose"): (core.transpose, {13, 21, 23, 24, 25}),
     ("", "Concat"): (const_concat.concat, {13}),
     ("", "Pad"): (core.pad, {13, 18, 19, 21, 23, 24, 25}),
+    ("", "CastLike"): (core.cast_like, {15, 19, 21, 23, 24, 25}),
     ("", "Identity"): (core.identity, {13, 14, 16, 19, 21, 23, 24, 25}),
     ("", "Dropout"): (core.dropout, {13, 22}),
     ("", "Shape"): (one_sample.fold_shape, {13, 15, 19, 21, 23, 24, 25}),
@@ -161,12 +162,12 @@ def _unit_outputs(ctx, outputs):
     """A graph output stored whole whose ONNX axis 0 is 1 is given as its unit-axis form, the form every output
     of a model that computes per sample has: the CVM output is one sample's ONNX output with axis 0 left out."""
     for name in outputs:
-        if one_sample.form(ctx, name) is not one_sample.WHOLE or ctx.onnx_shape(name, None)[:1] != (1,):
+        if forms.form(ctx, name) is not forms.WHOLE or ctx.onnx_shape(name, None)[:1] != (1,):
             continue
         inner = fresh_name(f"{name}/whole", ctx.taken())
         ctx.full[inner] = ctx.full.pop(name)
-        one_sample._set_form(ctx, inner, one_sample.WHOLE)
-        one_sample._set_form(ctx, name, 0)
+        forms.set_form(ctx, inner, forms.WHOLE)
+        forms.set_form(ctx, name, 0)
         renamed = [Node(n.op, tuple(inner if i == name else i for i in n.inputs),
                         tuple(inner if o == name else o for o in n.outputs), n.attrs, name=n.name) for n in ctx.nodes]
         shape = ctx.full[inner][2:]
@@ -182,7 +183,7 @@ def integer_tensors(model) -> set:
     arithmetic folds to constants), so any other model skips the inference (a copy of every weight). A
     model type inference cannot read (over 2 GiB) gives the empty set."""
     integer = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
-               TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+               TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
     weights = {t.name for t in model.graph.initializer}
     inputs = any(vi.type.tensor_type.elem_type in integer for vi in model.graph.input if vi.name not in weights)
     casts = any(n.op_type == "Cast" and any(a.name == "to" and a.i in integer for a in n.attribute)
@@ -218,7 +219,7 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
         spec, axis = graph_input(vi, given.get(vi.name), unit_axis(vi, g))
         specs.append(spec)
         ctx.full[spec.name] = (BATCH, *spec.shape)
-        one_sample._set_form(ctx, spec.name, axis)
+        forms.set_form(ctx, spec.name, axis)
     ctx.integer_tensors = integer_tensors(model)
     for node in g.node:
         _import_node(ctx, node, opsets)
@@ -238,7 +239,7 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
         raise UnsupportedOp("the model has no batched float output")
     _unit_outputs(ctx, outputs)
     try:
-        axes = {name: one_sample.form(ctx, name) for name in [*(s.name for s in specs), *outputs]}
+        axes = {name: forms.form(ctx, name) for name in [*(s.name for s in specs), *outputs]}
         return Graph(inputs=specs, outputs=outputs, initializers=ctx.initializers,
                      nodes=ctx.nodes, name=g.name or "graph", batch_axes={k: a for k, a in axes.items() if a != 0},
                      recurrent=frozenset(ctx.recurrent), integer_outputs=_integer_outputs(g, outputs))

@@ -5,7 +5,8 @@ it reads attributes through `Attrs` and emits MRT IR nodes through the `ImportCo
 """
 import math
 
-from onnx import TensorProto
+import numpy as np
+from onnx import TensorProto, helper
 
 from mrt.errors import UnsupportedOp
 from mrt.float_ops import BATCH
@@ -183,12 +184,40 @@ def dropout(ctx, node, attrs):
     ctx.emit("dropout", [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
 
 
+FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+INTEGER_TYPES = {TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8, TensorProto.UINT32,
+                 TensorProto.UINT16, TensorProto.UINT8, TensorProto.UINT64}
+
+
+def cast_like(ctx, node, attrs):
+    """CastLike(x, like): Cast to like's element type (a constant's dtype, or an activation's ONNX type)."""
+    like = node.input[1]
+    if ctx.is_const(node.input[0]):  # a constant cast like an activation (a function body's alpha): a constant
+        attrs.ignore("saturate", "round_mode")
+        ctx.consts[node.output[0]] = np.asarray(ctx.consts[node.input[0]], np.float32)
+        return
+    if ctx.is_const(like):
+        to = helper.np_dtype_to_tensor_dtype(np.asarray(ctx.consts[like]).dtype)
+    else:
+        to = TensorProto.INT64 if like in ctx.integer_tensors else TensorProto.FLOAT
+    _cast_to(ctx, node, attrs, to)
+
+
 def cast(ctx, node, attrs):
-    to = attrs.get("to")
+    _cast_to(ctx, node, attrs, attrs.get("to"))
+
+
+def _cast_to(ctx, node, attrs, to):
+    """Cast between floats is the identity (MRT computes in float32 and quantizes); to an integer type it is the
+    identity on an integer tensor and truncation toward zero on a float one (ONNX's float -> int)."""
     attrs.ignore("saturate", "round_mode")  # only meaningful for float8 targets
     if _forward_dropped(ctx, node):
         return
-    if to != TensorProto.FLOAT:
-        raise UnsupportedOp(f"{where(node)}: Cast of a batched tensor to "
-                            f"{TensorProto.DataType.Name(to)} is not supported (float32 only)")
-    ctx.emit("identity", [ctx.tensor(node.input[0], node)], {}, node, out=node.output[0])
+    x = ctx.tensor(node.input[0], node)
+    if to in FLOAT_TYPES or (to in INTEGER_TYPES and node.input[0] in ctx.integer_tensors):
+        ctx.emit("identity", [x], {}, node, out=node.output[0])
+    elif to in INTEGER_TYPES:
+        ctx.emit("trunc", [x], {}, node, out=node.output[0])
+    else:
+        raise UnsupportedOp(f"{where(node)}: Cast to {TensorProto.DataType.Name(to)} is not supported (floats, "
+                            "integers, bool)")
