@@ -63,6 +63,9 @@ BINARY_FUNCTIONS = {
     "greater": lambda a, b: (a > b).astype(np.float64), "less": lambda a, b: (a < b).astype(np.float64),
     "greater_equal": lambda a, b: (a >= b).astype(np.float64),
     "less_equal": lambda a, b: (a <= b).astype(np.float64), "equal": lambda a, b: (a == b).astype(np.float64),
+    "and": lambda a, b: ((a != 0) & (b != 0)).astype(np.float64),
+    "or": lambda a, b: ((a != 0) | (b != 0)).astype(np.float64),
+    "xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.float64),
 }
 
 

@@ -60,6 +60,7 @@ HANDLERS = {
     ("", "HardSigmoid"): (core.hard_sigmoid, {6, 22}),
     ("", "Tanh"): (core.unary("tanh"), {13}),
     ("", "Softmax"): (core.softmax, {13}),
+    ("", "LogSoftmax"): (core.log_softmax, {13}),
     ("", "MaxPool"): (nn.max_pool, {12, 22}),
     ("", "AveragePool"): (nn.average_pool, {11, 19, 22}),
     ("", "GlobalAveragePool"): (nn.global_average_pool, {1, 22}),

@@ -142,7 +142,7 @@ def handle(ctx, node, attrs, handlers, opsets):
     try:
         _whole(ctx, node, attrs, handlers)
     except _NoWholeForm as e:
-        raise (first or e) from None
+        raise (first or UnsupportedOp(str(e))) from None
     except UnsupportedOp as e:
         raise e from None
     wrong = _mismatch(ctx, node, expected)

@@ -71,6 +71,17 @@ def softmax(ctx, node, attrs):
     ctx.emit("softmax", [ctx.tensor(x, node)], {"axis": axis}, node, out=node.output[0])
 
 
+def log_softmax(ctx, node, attrs):
+    """LogSoftmax = d - log(sum(exp(d))) with d = x - max(x) <= 0: exp of d is in (0, 1] and the sum in
+    [1, n], so every table is well conditioned (log of a softmax's probabilities would not be)."""
+    x = node.input[0]
+    axis = _axis(node, attrs.get("axis", -1), len(ctx.shape(x, node)))
+    top = ctx.emit("reduce_max", [ctx.tensor(x, node)], {"axes": (axis,), "keepdims": 1}, node)
+    d = ctx.emit("sub", [ctx.tensor(x, node), top], {}, node)
+    total = ctx.emit("sum", [ctx.emit("exp", [d], {}, node)], {"axes": (axis,), "keepdims": 1}, node)
+    ctx.emit("sub", [d, ctx.emit("log", [total], {}, node)], {}, node, out=node.output[0])
+
+
 def flatten(ctx, node, attrs):
     x = node.input[0]
     rank = len(ctx.shape(x, node))

@@ -70,6 +70,16 @@ def argmax(ctx, node, attrs):
               "select_last_index": int(attrs.get("select_last_index", 0))}, node, out=node.output[0])
 
 
+def argmin(ctx, node, attrs):
+    """ArgMin(x) is ArgMax(-x): the same first (or last) index, ties included."""
+    full = ctx.shape(node.input[0], node)
+    axis = _axes(node, [attrs.get("axis", 0)], len(full))[0]
+    negated = ctx.emit("neg", [ctx.tensor(node.input[0], node)], {}, node)
+    ctx.emit("argmax", [negated], {"axis": axis, "keepdims": int(attrs.get("keepdims", 1)),
+                                   "select_last_index": int(attrs.get("select_last_index", 0))}, node,
+             out=node.output[0])
+
+
 def pad_by_copies(ctx, node, x, full, pads, mode):
     """Pad `x` in reflect or edge mode: each padded axis becomes a concatenation of slices."""
     rank = len(full)
@@ -97,4 +107,5 @@ HANDLERS = {
     "ReduceL2": (reduction("l2"), {1, 11, 13, 18}),
     "GlobalMaxPool": (global_max_pool, {1, 22}),
     "ArgMax": (argmax, {1, 11, 12, 13}),
+    "ArgMin": (argmin, {1, 11, 12, 13}),
 }

@@ -18,7 +18,7 @@ _UNARY = {"Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal"
           "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign", "Not": "not", "Mish": "mish",
           "HardSwish": "hard_swish"}
 _BINARY = {"Pow": "pow", "Greater": "greater", "Less": "less", "GreaterOrEqual": "greater_equal",
-           "LessOrEqual": "less_equal", "Equal": "equal"}
+           "LessOrEqual": "less_equal", "Equal": "equal", "And": "and", "Or": "or", "Xor": "xor"}
 
 
 def _input(ctx, node, name):
@@ -56,6 +56,28 @@ def min_max(op):
             value = ctx.emit(op, [value, _input(ctx, node, name)], {}, node,
                              out=node.output[0] if k == len(rest) - 1 else None)
     return handler
+
+
+def mean(ctx, node, attrs):
+    """Mean of any number of inputs: their sum times 1/n."""
+    value = _input(ctx, node, node.input[0])
+    for name in node.input[1:]:
+        value = ctx.emit("add", [value, _input(ctx, node, name)], {}, node)
+    scale = ctx.add_const(f"{node.output[0]}/1_n", np.asarray(1.0 / len(node.input), np.float32))
+    ctx.emit("mul", [value, scale], {}, node, out=node.output[0])
+
+
+def trilu(ctx, node, attrs):
+    """Trilu keeps the upper (or lower) triangle of the last two axes from diagonal k: a product with a constant
+    0/1 mask (exact)."""
+    full = ctx.shape(node.input[0], node)
+    if len(full) < 3:
+        raise UnsupportedOp(f"{where(node)}: Trilu needs a matrix per sample, got {len(full) - 1} axis")
+    k = int(ctx.const(node.input[1], node, "Trilu k").reshape(())) if len(node.input) > 1 and node.input[1] else 0
+    rows, cols = full[-2], full[-1]
+    mask = (np.triu if attrs.get("upper", 1) else np.tril)(np.ones((rows, cols), np.float32), k)
+    ctx.emit("mul", [ctx.tensor(node.input[0], node), ctx.add_const(f"{node.output[0]}/mask", mask)], {}, node,
+             out=node.output[0])
 
 
 def where_(ctx, node, attrs):
@@ -103,6 +125,8 @@ HANDLERS = {
     "Min": (min_max("minimum"), {8, 12, 13}),
     "Max": (min_max("maximum"), {8, 12, 13}),
     "Where": (where_, {9, 16}),
+    "Mean": (mean, {8, 13}),
+    "Trilu": (trilu, {14}),
     "PRelu": (prelu, {9, 16}),
     "Cast": (cast_bool, {13, 19, 21, 23, 24, 25, 28}),  # 28 adds float6 types
 }

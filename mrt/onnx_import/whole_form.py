@@ -201,7 +201,7 @@ WHOLE_FORMS = {
     **{op: _same for op in ("Relu", "Sigmoid", "Tanh", "Identity", "Dropout", "Cast", "LeakyRelu", "Clip", "Neg",
                             "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Softsign", "Softplus", "HardSigmoid", "Elu",
                             "Celu", "Selu", "Erf", "Gelu", "HardSwish", "Mish", "ThresholdedRelu", "Sin", "Cos",
-                            "Floor", "Ceil", "Round", "Sign", "Not", "Gemm", "CastLike")},
+                            "Floor", "Ceil", "Round", "Sign", "Not", "Gemm", "CastLike", "Trilu")},
     **{op: _broadcast for op in ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Where", "PRelu",
                                  "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
                                  "Mod", "BitShift")},

@@ -60,16 +60,32 @@ def compare(qz, node) -> QT:
     return QT(name=out, scale=np.asarray(1.0), narrow=True, exact=True)
 
 
-def _nonzero(qz, node, c):
-    """[c != 0] as a 0/1 integer tensor name (a flag already is one)."""
+def _nonzero(qz, node, c, suffix=""):
+    """[c != 0] as a 0/1 integer tensor name (a flag already is one; a constant is rounded to one)."""
+    const = _const(qz, c)
+    if const is not None:
+        return qz.const((_operand(qz, const, node.outputs[0]) != 0).astype(np.int64), dtype="int32")
     t = qz.q[c]
     if t.exact and qz.interval(t.name)[0] >= 0 and qz.interval(t.name)[1] <= 1:
         return t.name
-    q = qz.narrow(c).name
-    pos = qz.op("clip", q, lo=0, hi=1, name=f"{_node_name(node)}.pos")
-    neg = qz.op("clip", qz.op("sub", qz.const(np.asarray([0])), q, name=f"{_node_name(node)}.negc"), lo=0, hi=1,
-                name=f"{_node_name(node)}.neg")
-    return qz.op("add", pos, neg, name=f"{_node_name(node)}.nonzero")
+    q, name = qz.narrow(c).name, f"{_node_name(node)}{suffix}"
+    pos = qz.op("clip", q, lo=0, hi=1, name=f"{name}.pos")
+    neg = qz.op("clip", qz.op("sub", qz.const(np.asarray([0])), q, name=f"{name}.negc"), lo=0, hi=1,
+                name=f"{name}.neg")
+    return qz.op("add", pos, neg, name=f"{name}.nonzero")
+
+
+def logical(qz, node) -> QT:
+    """And, Or, Xor of [a != 0] and [b != 0]: a product, a clipped sum, a clipped sum minus the product twice."""
+    fa, fb = (_nonzero(qz, node, n, suffix=f".{k}") for k, n in enumerate(node.inputs))
+    both = qz.op("mul", fa, fb, name=f"{_node_name(node)}.both")
+    if node.op == "and":
+        out = both
+    else:
+        either = qz.op("add", fa, fb, name=f"{_node_name(node)}.sum")
+        out = (qz.op("clip", either, lo=0, hi=1, name=_node_name(node)) if node.op == "or" else
+               qz.op("sub", either, qz.op("add", both, both, name=f"{_node_name(node)}.twice"), name=_node_name(node)))
+    return QT(name=out, scale=np.asarray(1.0), narrow=True, exact=True)
 
 
 def where(qz, node) -> QT:
@@ -92,4 +108,5 @@ def extremum(qz, node) -> QT:
 
 
 RULES: dict = {**{op: compare for op in ("greater", "less", "greater_equal", "less_equal", "equal")},
-               "where": where, "maximum": extremum, "minimum": extremum}
+               "where": where, "maximum": extremum, "minimum": extremum, "and": logical, "or": logical,
+               "xor": logical}
