@@ -23,6 +23,7 @@ from mrt.float_ops import BATCH
 from mrt.graph import Graph, Node, fresh_name
 from mrt.limits import check_onnx
 from mrt.onnx_import import ops_core as core
+from mrt.onnx_import import ops_index
 from mrt.onnx_import import ops_ml as ml
 from mrt.onnx_import import ops_nn as nn
 from mrt.onnx_import import ops_reduce as reduce_ops
@@ -83,6 +84,7 @@ HANDLERS = {
     **{("", op): entry for op, entry in vision.HANDLERS.items()},
     **{("", op): entry for op, entry in ml.ONNX_HANDLERS.items()},   # Sum
     **{("", op): entry for op, entry in text.HANDLERS.items()},  # after ops_shape/ops_core: Gather, Div
+    **{("", op): entry for op, entry in ops_index.HANDLERS.items()},
 }
 
 
@@ -121,11 +123,30 @@ def _fold(ctx, node, opsets):
     try:
         ref = ReferenceEvaluator(node, opsets={domain: opsets.get(domain, 1)})
         out = ref.run(None, feeds)
-    except Exception as e:  # the reference raises many types; report them all the same way
-        raise UnsupportedOp(f"{where(node)}: constant folding failed: {e}") from e
+    except Exception as e:  # the reference raises many types; onnxruntime folds what it cannot
+        out = _fold_with_onnxruntime(node, feeds, opsets, domain)
+        if out is None:
+            raise UnsupportedOp(f"{where(node)}: constant folding failed: {e}") from e
     for name, value in zip(node.output, out):
         if name:
             ctx.consts[name] = np.asarray(value)
+
+
+def _fold_with_onnxruntime(node, feeds, opsets, domain):
+    """The node's outputs from onnxruntime (onnx's reference evaluator fails on some valid nodes: GatherElements
+    of data (1, 16) by indices (1, 16)), or None where onnxruntime cannot run it either."""
+    import onnxruntime
+    try:
+        inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in feeds.items()]
+        outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        graph = onnx.helper.make_graph([node], "fold", [], outputs, inits)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid(domain, opsets.get(domain, 1))])
+        model.ir_version = 8
+        model = onnx.shape_inference.infer_shapes(model)
+        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, {})
+    except Exception:  # noqa: BLE001 - the caller reports the reference evaluator's error
+        return None
 
 
 def _handle(ctx, node, opsets):

@@ -1,0 +1,76 @@
+"""Importers for ONNX ops that select or accumulate along fixed positions of one sample's tensor: GatherND with
+constant indices (Hugging Face's attention masks pick mask entries this way) and CumSum (RoBERTa's position ids
+are the cumulative sum of the mask). Both work on the whole tensor (mrt.onnx_import.forms), so every ONNX axis,
+axis 0 included, may be the one they read.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mrt.errors import UnsupportedOp
+from mrt.onnx_import.attrs import where
+from mrt.onnx_import.forms import WHOLE, set_form, stored
+from mrt.onnx_import.ops_shape import _pick
+
+
+def gather_nd(ctx, node, attrs):
+    """GatherND(data, indices), indices constant, batch_dims 0: the indexed rows of data flattened over its first
+    k axes (k = indices.shape[-1]), picked by their flat positions."""
+    if attrs.get("batch_dims", 0):
+        raise UnsupportedOp(f"{where(node)}: batch_dims {attrs.get('batch_dims')} is not supported (0)")
+    data = node.input[0]
+    s = ctx.onnx_shape(data, node)
+    idx = np.asarray(ctx.const(node.input[1], node, "GatherND indices")).astype(np.int64)
+    k = idx.shape[-1] if idx.ndim else 0
+    if not 1 <= k <= len(s):
+        raise UnsupportedOp(f"{where(node)}: indices of depth {k} for data of rank {len(s)}")
+    rows = idx.reshape(-1, k)
+    rows = np.where(rows < 0, rows + np.asarray(s[:k]), rows)
+    if rows.size == 0 or (rows < 0).any() or (rows >= np.asarray(s[:k])).any():
+        raise UnsupportedOp(f"{where(node)}: indices out of range for data of shape {list(s)}")
+    flat = np.ravel_multi_index(tuple(rows.T), s[:k]).tolist()
+    rest = tuple(s[k:])
+    x = ctx.emit("reshape", [stored(ctx, data, node, WHOLE)], {"shape": (math.prod(s[:k]), *rest)}, node)
+    picked = _pick(ctx, node, x, 1, flat)
+    ctx.emit("reshape", [picked], {"shape": (*idx.shape[:-1], *rest)}, node, out=node.output[0])
+    set_form(ctx, node.output[0], WHOLE)
+
+
+def cumsum(ctx, node, attrs):
+    """CumSum along a constant axis: a dense layer by a 0/1 triangular matrix (exact on integers), the axis moved
+    last and back by transposes where it is not last."""
+    x = node.input[0]
+    s = ctx.onnx_shape(x, node)
+    axis = int(np.asarray(ctx.const(node.input[1], node, "CumSum axis")).reshape(()))
+    axis = axis + len(s) if axis < 0 else axis
+    if not 0 <= axis < len(s):
+        raise UnsupportedOp(f"{where(node)}: axis {axis} out of range for rank {len(s)}")
+    n = s[axis]
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")  # w[j, i]: output j reads input i
+    take = (i <= j) if not attrs.get("reverse", 0) else (i >= j)
+    if attrs.get("exclusive", 0):
+        take &= i != j
+    w = ctx.add_const(f"{node.output[0]}/triangle", take.T.astype(np.float32))
+    t = stored(ctx, x, node, WHOLE)
+    last = len(s) - 1
+    perm = [0] + [a + 1 for a in range(len(s)) if a != axis] + [axis + 1]
+    if axis != last:
+        t = ctx.emit("transpose", [t], {"perm": tuple(perm)}, node)
+    y = ctx.emit("dense", [t, w], {}, node, out=node.output[0] if axis == last else None)
+    if axis != last:
+        ctx.emit("transpose", [y], {"perm": tuple(int(p) for p in np.argsort(perm))}, node, out=node.output[0])
+    set_form(ctx, node.output[0], WHOLE)
+
+
+def never(ctx, node, attrs):
+    """IsNaN / IsInf of an activation: all false. MRT's float graph runs on finite data (calibration and
+    Model.quantize_input refuse NaN and infinity) and the integer model holds integers, never NaN or infinite;
+    the exporters write these checks to clean up a fully masked attention row."""
+    attrs.ignore("detect_negative", "detect_positive")
+    ctx.consts[node.output[0]] = np.zeros(ctx.onnx_shape(node.input[0], node), bool)
+
+
+HANDLERS = {"GatherND": (gather_nd, {11, 12, 13}), "CumSum": (cumsum, {11, 14}), "IsNaN": (never, {9, 13, 20}),
+            "IsInf": (never, {10, 20})}
