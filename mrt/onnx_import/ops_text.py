@@ -5,6 +5,8 @@ divisor (mean pooling's division by the token count, an L2 normalisation, a writ
 Gather with constant indices and Div by a constant keep their handlers (ops_shape, ops_core)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mrt.errors import UnsupportedOp
@@ -27,23 +29,50 @@ def gather(ctx, node, attrs):
 
 
 def layer_normalization(ctx, node, attrs):
+    """LayerNormalization over the axes from `axis` on: over the last axis the IR's layer_norm; over several, the
+    same on the tensor reshaped to (..., their product) with the scale and bias flattened alike, reshaped back."""
     full = ctx.shape(node.input[0], node)
     axis = attrs.get("axis", -1)
-    if axis not in (-1, len(full) - 1):
-        raise UnsupportedOp(f"{where(node)}: normalises from axis {axis}; only the last axis is supported")
+    axis = axis + len(full) if axis < 0 else axis
+    if not 1 <= axis < len(full):
+        raise UnsupportedOp(f"{where(node)}: normalises from axis {attrs.get('axis', -1)}, which would include the "
+                            "unit axis of one sample (one_sample.py imports it on the whole tensor)")
     if attrs.get("stash_type", 1) != 1:
         raise UnsupportedOp(f"{where(node)}: stash_type other than float32 is not supported")
-    if len(node.output) > 1 and any(node.output[1:]):
-        for name in node.output[1:]:
-            if name:
-                ctx.drop(name, "LayerNormalization's mean and inverse std outputs are not computed")
+    for name in node.output[1:]:
+        if name:
+            ctx.drop(name, "LayerNormalization's mean and inverse std outputs are not computed")
     params = []
     for k, what in ((1, "scale"), (2, "bias")):
         if len(node.input) > k and node.input[k]:
             value = np.asarray(ctx.const(node.input[k], node, f"LayerNormalization {what}"), np.float32)
-            params.append(ctx.add_const(f"{node.output[0]}/{what}", value.reshape(-1)))
-    ctx.emit("layer_norm", [ctx.tensor(node.input[0], node), *params], {"epsilon": float(attrs.get("epsilon", 1e-5))},
-             node, out=node.output[0])
+            value = np.broadcast_to(value, full[axis:]).reshape(-1)
+            params.append(ctx.add_const(f"{node.output[0]}/{what}", value))
+    normalize(ctx, node, ctx.tensor(node.input[0], node), full, axis, params, float(attrs.get("epsilon", 1e-5)),
+              node.output[0])
+
+
+def normalize(ctx, node, x, full, axis, params, epsilon, out=None):
+    """The IR layer_norm of x over its axes from `axis` on (a reshape around it where they are several)."""
+    several = axis < len(full) - 1
+    if several:
+        x = ctx.emit("reshape", [x], {"shape": (*full[1:axis], math.prod(full[axis:]))}, node)
+    y = ctx.emit("layer_norm", [x, *params], {"epsilon": epsilon}, node, out=None if several else out)
+    return ctx.emit("reshape", [y], {"shape": tuple(full[1:])}, node, out=out) if several else y
+
+
+def instance_normalization(ctx, node, attrs):
+    """InstanceNormalization: per channel, over the spatial axes (normalize from axis 2 on), then the channels'
+    scale and bias."""
+    full = ctx.shape(node.input[0], node)
+    if len(full) < 3:
+        raise UnsupportedOp(f"{where(node)}: needs [N, C, ...] input, got rank {len(full)}")
+    shape = (full[1],) + (1,) * (len(full) - 2)
+    scale, bias = (np.asarray(ctx.const(node.input[k], node, what), np.float32).reshape(shape)
+                   for k, what in ((1, "InstanceNormalization scale"), (2, "InstanceNormalization B")))
+    z = normalize(ctx, node, ctx.tensor(node.input[0], node), full, 2, [], float(attrs.get("epsilon", 1e-5)))
+    z = ctx.emit("mul", [z, ctx.add_const(f"{node.output[0]}/scale", scale)], {}, node)
+    ctx.emit("add", [z, ctx.add_const(f"{node.output[0]}/bias", bias)], {}, node, out=node.output[0])
 
 
 def div(ctx, node, attrs):
@@ -75,5 +104,6 @@ def _reciprocal(ctx, node, a, b):
 HANDLERS = {
     "Gather": (gather, {13}),
     "LayerNormalization": (layer_normalization, {17}),
+    "InstanceNormalization": (instance_normalization, {6, 22}),
     "Div": (div, {13, 14}),
 }
