@@ -28,6 +28,8 @@ def concat(ctx, node, attrs):
     for i in inputs:
         if ctx.is_const(i):
             c = np.asarray(ctx.consts[i])
+            if c.dtype.kind in "iub" and c.size and np.abs(c.astype(np.float64)).max() <= 2 ** 24:
+                c = c.astype(np.float32)  # an integer operand (an index) float32 holds exactly
             if c.dtype.kind != "f" or c.ndim != rank or c.shape[0] != 1 or \
                     c.shape[1:axis] + c.shape[axis + 1:] != tuple(full[1:axis]) + tuple(full[axis + 1:]):
                 raise UnsupportedOp(f"{where(node)}: a constant operand of shape {c.shape} does not match the "

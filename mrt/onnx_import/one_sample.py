@@ -31,7 +31,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from mrt.errors import UnsupportedOp
 from mrt.graph import fresh_name
-from mrt.onnx_import import batch_major
+from mrt.onnx_import import batch_major, ops_index
 from mrt.onnx_import.attrs import where
 from mrt.onnx_import.forms import WHOLE, set_form, form, stored
 from mrt.onnx_import.whole_form import WHOLE_FORMS
@@ -123,6 +123,9 @@ def handle(ctx, node, attrs, handlers, opsets):
     handler = handlers[(domain, node.op_type)][0]
     expected = expected_shapes(ctx, node, opsets)
     acts = [i for i in node.input if i and not ctx.is_const(i)]
+    if node.op_type in ops_index.HANDLERS and domain == "":
+        handler(ctx, node, attrs)
+        return
     if node.op_type in PER_ITEM:
         _per_item(ctx, node, attrs, handler)
         return
