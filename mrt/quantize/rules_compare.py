@@ -18,9 +18,15 @@ from mrt.quantize.rules import _common, _const, _node_name, _operand
 from mrt.quantize.state import QT
 
 
-def _scale(qz, *names) -> float:
-    """The finer of the activations' calibrated scales (constants do not set it)."""
-    return min(qz.scale_of(n) for n in names if _const(qz, n) is None)
+# a constant operand is clipped to +-2^20 steps of the common scale: a mask's "minus infinity" (float32's lowest, as
+# exporters write a masked attention bias) stays far below any calibrated value and within int32 after a subtraction
+CONST_REACH = 2 ** 20
+
+
+def _scale(qz, node, *names) -> float:
+    """The finer of the activations' calibrated scales (constants do not set it); the output's where every operand
+    is a constant (Where choosing between two constants by a computed flag)."""
+    return min((qz.scale_of(n) for n in names if _const(qz, n) is None), default=qz.scale_of(node.outputs[0]))
 
 
 def _at(qz, node, name, scale, like):
@@ -28,12 +34,18 @@ def _at(qz, node, name, scale, like):
     c = _const(qz, name)
     if c is None:
         return _common(qz, node, name, scale).name
-    return qz.const(np.round(_operand(qz, c, like) / scale).astype(np.int64), dtype="int32")
+    return qz.const(_steps(qz, name, scale, like), dtype="int32")
+
+
+def _steps(qz, name, scale, like) -> np.ndarray:
+    """A constant operand in integer steps of `scale`, clipped to CONST_REACH."""
+    c = _operand(qz, _const(qz, name), like).astype(np.float64)
+    return np.clip(np.round(c / scale), -CONST_REACH, CONST_REACH).astype(np.int64)
 
 
 def _operands(qz, node, a, b):
-    scale = _scale(qz, a, b)
-    like = a if _const(qz, a) is None else b
+    scale = _scale(qz, node, a, b)
+    like = node.outputs[0]  # an activation: a constant of its full rank has a leading 1 for the batch axis
     return _at(qz, node, a, scale, like), _at(qz, node, b, scale, like), scale
 
 
@@ -92,7 +104,10 @@ def where(qz, node) -> QT:
     c, a, b = node.inputs
     x, y, scale = _operands(qz, node, a, b)
     flag = _nonzero(qz, node, c)
-    diff = qz.op("sub", x, y, name=f"{_node_name(node)}.diff")
+    if _const(qz, a) is not None and _const(qz, b) is not None:  # two constants: their difference is one
+        diff = qz.const(_steps(qz, a, scale, node.outputs[0]) - _steps(qz, b, scale, node.outputs[0]), dtype="int32")
+    else:
+        diff = qz.op("sub", x, y, name=f"{_node_name(node)}.diff")
     out = qz.op("add", y, qz.op("mul", flag, diff, name=f"{_node_name(node)}.pick"), name=_node_name(node))
     exact = all(qz.q[n].exact for n in (a, b) if _const(qz, n) is None) and scale == 1.0
     return QT(name=out, scale=np.asarray(scale), exact=exact)
