@@ -42,5 +42,7 @@ def stored(ctx, name, node, want, rank=None):
         alias = fresh_name(f"{name}/{'whole' if want is WHOLE else f'unit{want}'}", ctx.taken())
         ctx.emit("reshape", [ctx.tensor(name, node)], {"shape": tuple(per_sample)}, node, out=alias)
         set_form(ctx, alias, want)
+        if name in ctx.integer_tensors:  # the same values: Cast and Div read the alias's type
+            ctx.integer_tensors.add(alias)
         ctx.aliases[key] = alias
     return ctx.aliases[key]

@@ -242,7 +242,7 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
         specs.append(spec)
         ctx.full[spec.name] = (BATCH, *spec.shape)
         forms.set_form(ctx, spec.name, axis)
-    ctx.integer_tensors = integer_tensors(model)
+    ctx.integer_tensors = integer_tensors(model) | {s.name for s in specs if s.dtype != "float32"}
     for node in g.node:
         _import_node(ctx, node, opsets)
     outputs = []

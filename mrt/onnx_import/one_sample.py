@@ -43,6 +43,8 @@ PER_ITEM = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePoo
             "GlobalLpPool", "BatchNormalization", "InstanceNormalization", "LRN", "Resize", "Upsample",
             "DepthToSpace", "SpaceToDepth", "GroupNormalization", "MaxRoiPool", "RoiAlign", *RECURRENT}
 MAX_ITEMS = 64
+INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+                 TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
 
 
 def as_batch(sample, axis):
@@ -71,7 +73,8 @@ def fold_shape(ctx, node, attrs):
 
 def expected_shapes(ctx, node, opsets) -> dict:
     """ONNX's own shape inference of the node on one sample's input shapes: {output: shape} where it is
-    concrete, {} where it cannot tell (a custom domain, an inference error)."""
+    concrete, {} where it cannot tell (a custom domain, an inference error). Outputs it types as integers or
+    booleans join ctx.integer_tensors."""
     domain = node.domain if node.domain != "ai.onnx" else ""
     try:
         schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
@@ -84,7 +87,7 @@ def expected_shapes(ctx, node, opsets) -> dict:
                     data[i] = numpy_helper.from_array(value, i)
             else:
                 value = None
-                elem = TensorProto.INT64 if i in ctx.integer_tensors else TensorProto.FLOAT
+                elem = TensorProto.INT64 if i in ctx.integer_tensors else TensorProto.FLOAT  # integer widths alike
             shape = value.shape if value is not None else ctx.onnx_shape(i, node)
             types[i] = helper.make_tensor_type_proto(elem, list(shape))
         imports = [helper.make_opsetid(d, v) for d, v in opsets.items()]
@@ -94,6 +97,8 @@ def expected_shapes(ctx, node, opsets) -> dict:
     shapes = {}
     for name, t in out.items():
         tt = t.tensor_type
+        if t.HasField("tensor_type") and tt.elem_type in INTEGER_TYPES:
+            ctx.integer_tensors.add(name)  # what Cast and Div read (the whole-model inference may have failed)
         if t.HasField("tensor_type") and tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
             shapes[name] = tuple(d.dim_value for d in tt.shape.dim)
     return shapes

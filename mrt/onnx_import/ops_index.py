@@ -64,6 +64,26 @@ def cumsum(ctx, node, attrs):
     set_form(ctx, node.output[0], WHOLE)
 
 
+def gather_elements(ctx, node, attrs):
+    """GatherElements(table, indices) with a constant table whose axes other than `axis` have size 1 (a position
+    buffer broadcast along them) and computed indices: out[p] = table[..., indices[p], ...], an embedding lookup of
+    the table's entries (the indices rounded to integers, mrt.quantize.rules_text.embed)."""
+    data, idx = node.input
+    if ctx.is_const(idx) or not ctx.is_const(data):
+        raise UnsupportedOp(f"{where(node)}: GatherElements needs a constant table and computed indices")
+    table = np.asarray(ctx.const(data, node, "GatherElements data"))
+    s = ctx.onnx_shape(idx, node)
+    axis = attrs.get("axis", 0)
+    axis = axis + table.ndim if axis < 0 else axis
+    if table.ndim != len(s) or any(d != 1 for a, d in enumerate(table.shape) if a != axis):
+        raise UnsupportedOp(f"{where(node)}: a table of shape {list(table.shape)} varies along axes other than "
+                            f"{axis}; only a table broadcast along them is supported")
+    rows = ctx.add_const(f"{node.output[0]}/table", table.reshape(-1, 1).astype(np.float32))
+    looked = ctx.emit("embed", [stored(ctx, idx, node, WHOLE), rows], {}, node)
+    ctx.emit("reshape", [looked], {"shape": tuple(s)}, node, out=node.output[0])
+    set_form(ctx, node.output[0], WHOLE)
+
+
 def never(ctx, node, attrs):
     """IsNaN / IsInf of an activation: all false. MRT's float graph runs on finite data (calibration and
     Model.quantize_input refuse NaN and infinity) and the integer model holds integers, never NaN or infinite;
@@ -73,5 +93,5 @@ def never(ctx, node, attrs):
 
 
 # these handlers choose their tensors' forms themselves (forms.stored): one_sample calls them as they are
-HANDLERS = {"GatherND": (gather_nd, {11, 12, 13}), "CumSum": (cumsum, {11, 14}), "IsNaN": (never, {9, 13, 20}),
+HANDLERS = {"GatherND": (gather_nd, {11, 12, 13}), "GatherElements": (gather_elements, {11, 13}), "CumSum": (cumsum, {11, 14}), "IsNaN": (never, {9, 13, 20}),
             "IsInf": (never, {10, 20})}

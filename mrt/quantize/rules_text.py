@@ -48,9 +48,11 @@ def _per_tensor(qz, fname: str, bits: int) -> QT:
 def embed(qz, node):
     ids = qz.q[node.inputs[0]]
     table = _const(qz, node.inputs[1])
-    if float(np.asarray(ids.scale).reshape(-1)[0]) != 1.0:
-        raise QuantizeError(f"node {node.name!r}: an embedding's index must be an integer input (scale 1)")
     name = _node_name(node)
+    if ids.per_channel or float(np.asarray(ids.scale).reshape(())) != 1.0:
+        # a computed index (RoBERTa's position ids): rounded to the integer it stands for, exact while the float
+        # error of its computation stays below one half
+        ids = qz.requant(ids, 1.0, bits_for(-len(table), len(table)), name=f"{name}.rounded")
     idx = qz.op("clip", ids.name, lo=0, hi=len(table) - 1, name=f"{name}.index")
     scale = float(np.abs(table).max()) / bits_max(EMBED_BITS) or 1.0
     qt = qz.const(np.round(table / scale).astype(np.int64), dtype="int16")

@@ -143,3 +143,21 @@ def test_an_lstm_over_three_sequences_of_one_sample_runs_per_sequence():
              "R": rng.standard_normal((1, 4 * H, H)).astype(np.float32) * 0.5}
     model = _model([N("LSTM", ["x", "W", "R"], ["y"], hidden_size=H)], {"x": [T, B, I]}, ["y"], inits)
     assert_per_sample(model, {"x": (T, B, I)}, atol=1e-5)
+
+
+# -- integer tensors through forms -------------------------------------------------------------------------------
+
+def test_position_ids_from_a_mask_stay_integers():
+    """RoBERTa's position ids: CumSum of the mask (whole form) cast to int64 and read as a unit-axis alias is still
+    an integer tensor, so the Cast is the identity, not a truncation table."""
+    graph = helper.make_graph(
+        [N("CumSum", ["mask", "axis"], ["c"]), N("Cast", ["c"], ["ci"], to=TensorProto.INT64),
+         N("Mul", ["ci", "mask"], ["y"])], "positions",
+        [helper.make_tensor_value_info("mask", TensorProto.INT64, ["N", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+        [numpy_helper.from_array(i64(1), "axis")])
+    model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", 17)])
+    g = import_onnx(model)
+    assert "trunc" not in {n.op for n in g.nodes} and "y" in g.integer_outputs
+    mask = np.array([[1, 1, 1, 0, 1, 1, 0, 0]], np.int64)
+    np.testing.assert_array_equal(run_float(g, {"mask": mask})["y"], ort_run(model, {"mask": mask})["y"])
