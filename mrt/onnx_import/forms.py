@@ -39,6 +39,9 @@ def stored(ctx, name, node, want, rank=None):
             raise UnsupportedOp(f"{where(node)}: {name!r} has {target[want]} entries on ONNX axis {want}, not 1")
         else:
             per_sample = target[:want] + target[want + 1:]
+            if not per_sample:
+                raise UnsupportedOp(f"{where(node)}: {name!r} of shape {list(target)} has no axis besides its unit "
+                                    "axis (CVM has no rank-0 sample)")
         alias = fresh_name(f"{name}/{'whole' if want is WHOLE else f'unit{want}'}", ctx.taken())
         ctx.emit("reshape", [ctx.tensor(name, node)], {"shape": tuple(per_sample)}, node, out=alias)
         set_form(ctx, alias, want)

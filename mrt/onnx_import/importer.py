@@ -184,7 +184,8 @@ def _unit_outputs(ctx, outputs):
     """A graph output stored whole whose ONNX axis 0 is 1 is given as its unit-axis form, the form every output
     of a model that computes per sample has: the CVM output is one sample's ONNX output with axis 0 left out."""
     for name in outputs:
-        if forms.form(ctx, name) is not forms.WHOLE or ctx.onnx_shape(name, None)[:1] != (1,):
+        if forms.form(ctx, name) is not forms.WHOLE or ctx.onnx_shape(name, None)[:1] != (1,) or \
+                len(ctx.onnx_shape(name, None)) == 1:  # (1,) stays whole: CVM has no rank-0 sample
             continue
         inner = fresh_name(f"{name}/whole", ctx.taken())
         ctx.full[inner] = ctx.full.pop(name)

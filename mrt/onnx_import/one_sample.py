@@ -105,8 +105,11 @@ def expected_shapes(ctx, node, opsets) -> dict:
 
 
 def _mismatch(ctx, node, expected):
-    """The first output whose imported one-sample shape differs from ONNX's, as (name, got, want), or None."""
+    """The first output whose imported one-sample shape differs from ONNX's, as (name, got, want), or None. A
+    unit-axis output with no other axis counts as one: CVM has no rank-0 sample, its whole form has one axis."""
     for out in node.output:
+        if out and out in ctx.full and len(ctx.full[out]) == 1:
+            return out, ctx.onnx_shape(out, node), "a sample of one axis at least"
         if out and out in ctx.full and out in expected and ctx.onnx_shape(out, node) != expected[out]:
             return out, ctx.onnx_shape(out, node), expected[out]
     return None
@@ -143,7 +146,7 @@ def handle(ctx, node, attrs, handlers, opsets):
             if wrong is None:
                 return
             first = UnsupportedOp(f"{where(node)}: output {wrong[0]!r} came out {list(wrong[1])}, ONNX computes "
-                                  f"{list(wrong[2])} for one sample")
+                                  f"{wrong[2]} for one sample")
         except UnsupportedOp as e:
             first = e
         ctx.rollback(mark)
@@ -156,7 +159,7 @@ def handle(ctx, node, attrs, handlers, opsets):
     wrong = _mismatch(ctx, node, expected)
     if wrong is not None:
         raise UnsupportedOp(f"{where(node)}: output {wrong[0]!r} came out {list(wrong[1])}, ONNX computes "
-                            f"{list(wrong[2])} for one sample")
+                            f"{wrong[2]} for one sample")
 
 
 def _unit(ctx, node, attrs, handler, handlers):

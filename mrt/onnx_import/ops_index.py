@@ -16,12 +16,15 @@ from mrt.onnx_import.ops_shape import _pick
 
 
 def gather_nd(ctx, node, attrs):
-    """GatherND(data, indices), indices constant, batch_dims 0: the indexed rows of data flattened over its first
-    k axes (k = indices.shape[-1]), picked by their flat positions."""
+    """GatherND(data, indices), batch_dims 0: with constant indices, the indexed rows of data flattened over its
+    first k axes (k = indices.shape[-1]), picked by their flat positions; computed indices select by flags."""
     if attrs.get("batch_dims", 0):
         raise UnsupportedOp(f"{where(node)}: batch_dims {attrs.get('batch_dims')} is not supported (0)")
     data = node.input[0]
     s = ctx.onnx_shape(data, node)
+    if not ctx.is_const(node.input[1]):
+        _gather_nd_computed(ctx, node, s)
+        return
     idx = np.asarray(ctx.const(node.input[1], node, "GatherND indices")).astype(np.int64)
     k = idx.shape[-1] if idx.ndim else 0
     if not 1 <= k <= len(s):
@@ -35,6 +38,33 @@ def gather_nd(ctx, node, attrs):
     x = ctx.emit("reshape", [stored(ctx, data, node, WHOLE)], {"shape": (math.prod(s[:k]), *rest)}, node)
     picked = _pick(ctx, node, x, 1, flat)
     ctx.emit("reshape", [picked], {"shape": (*idx.shape[:-1], *rest)}, node, out=node.output[0])
+    set_form(ctx, node.output[0], WHOLE)
+
+
+def _gather_nd_computed(ctx, node, s):
+    """GatherND by computed indices (CLIP's pooled end-of-text token): each index row's flat position f (a dense
+    layer by the strides) is compared with every position, and the 0/1 flags select the data's rows by a matrix
+    product (one nonzero term per output: exact). Costs one product per position, so it is for short axes."""
+    data, idx = node.input
+    ishape = ctx.onnx_shape(idx, node)
+    k = ishape[-1]
+    if not 1 <= k <= len(s):
+        raise UnsupportedOp(f"{where(node)}: indices of depth {k} for data of rank {len(s)}")
+    positions, rest = math.prod(s[:k]), tuple(s[k:])
+    rows = math.prod(ishape[:-1])
+    strides = np.asarray([math.prod(s[d + 1:k]) for d in range(k)], np.float32).reshape(1, k)
+    flat = ctx.emit("dense", [stored(ctx, idx, node, WHOLE), ctx.add_const(f"{node.output[0]}/strides", strides)],
+                    {}, node)
+    where_ = ctx.add_const(f"{node.output[0]}/positions", np.arange(positions, dtype=np.float32))
+    flags = ctx.emit("reshape", [ctx.emit("equal", [flat, where_], {}, node)], {"shape": (rows, positions)}, node)
+    table = (math.prod(rest) if rest else 1)
+    if ctx.is_const(data):
+        w = np.asarray(ctx.consts[data], np.float32).reshape(positions, table).T
+        picked = ctx.emit("dense", [flags, ctx.add_const(f"{node.output[0]}/table", w)], {}, node)
+    else:
+        values = ctx.emit("reshape", [stored(ctx, data, node, WHOLE)], {"shape": (positions, table)}, node)
+        picked = ctx.emit("matmul", [flags, values], {}, node)
+    ctx.emit("reshape", [picked], {"shape": (*ishape[:-1], *rest)}, node, out=node.output[0])
     set_form(ctx, node.output[0], WHOLE)
 
 
