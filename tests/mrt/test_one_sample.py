@@ -161,3 +161,28 @@ def test_position_ids_from_a_mask_stay_integers():
     assert "trunc" not in {n.op for n in g.nodes} and "y" in g.integer_outputs
     mask = np.array([[1, 1, 1, 0, 1, 1, 0, 0]], np.int64)
     np.testing.assert_array_equal(run_float(g, {"mask": mask})["y"], ort_run(model, {"mask": mask})["y"])
+
+
+def test_gather_elements_of_a_constant_table_by_computed_indices():
+    table = np.arange(10, 30, dtype=np.float32).reshape(1, 20)
+    graph = helper.make_graph(
+        [N("GatherElements", ["t", "ids"], ["y"], axis=1)], "lookup",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(table, "t")])
+    model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", 17)])
+    ids = np.array([[0, 5, 19, 3, 3, 7]], np.int64)
+    g = import_onnx(model)
+    np.testing.assert_array_equal(run_float(g, {"ids": ids})["y"], ort_run(model, {"ids": ids})["y"])
+
+
+def test_gather_nd_by_computed_indices_selects_rows():
+    """CLIP's pooling: the row at the argmax of a per-token score, picked by 0/1 flags."""
+    graph = helper.make_graph(
+        [N("ArgMax", ["s"], ["k"], axis=1, keepdims=0), N("Unsqueeze", ["k", "one"], ["k1"]),
+         N("Concat", ["zero", "k1"], ["idx"], axis=1), N("GatherND", ["x", "idx"], ["y"])], "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 3]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(i64([1]), "one"), numpy_helper.from_array(i64([[0]]), "zero")])
+    model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", 17)])
+    assert_per_sample(model, {"x": (1, 5, 3), "s": (1, 5)})
