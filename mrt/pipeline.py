@@ -235,11 +235,20 @@ def _quantize(c: Conversion):
     return f"# {c.width.describe()}\n{c.emitted[0]}"
 
 
+SIGNAL_READERS = {"reshape", "flatten", "transpose", "pad", "slice", "concat", "conv", "max_pool", "sum_pool"}
+
+
+def _tabular(graph, name: str) -> bool:
+    """A 1-D input is tabular features (one scale each) unless it is read as a signal: reshaped, sliced or
+    convolved (a raw waveform, whose positions share one range; per-position scales clipped wav2vec2's)."""
+    return not any(n.op in SIGNAL_READERS for n in graph.consumers(name))
+
+
 def _emit(c: Conversion, cfg, thresholds: dict, ref=None) -> tuple[tuple, float | None]:
     """(integer graph, metadata) at cfg, with bias correction chosen by measurement on the cvm target
     unless the caller set it (mrt.bias_choice), and its output error when `ref` asks for it."""
     features = {s.name: np.abs(c.data[s.name]).max(axis=0) for s in c.graph.inputs
-                if len(s.shape) == 1 and c.options.per_feature_inputs}
+                if len(s.shape) == 1 and c.options.per_feature_inputs and _tabular(c.graph, s.name)}
 
     def emit_with(bc: bool):
         return emit(c.graph, thresholds, replace(cfg, bias_correction=bc), _meta(c), feature_thresholds=features,
