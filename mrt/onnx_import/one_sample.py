@@ -106,9 +106,10 @@ def expected_shapes(ctx, node, opsets) -> dict:
 
 def _mismatch(ctx, node, expected):
     """The first output whose imported one-sample shape differs from ONNX's, as (name, got, want), or None. A
-    unit-axis output with no other axis counts as one: CVM has no rank-0 sample, its whole form has one axis."""
+    unit-axis output with no other axis counts as one: its whole form keeps an axis, which reductions and
+    reshapes need (CVM refuses a reduction or reshape to a sample of no axis)."""
     for out in node.output:
-        if out and out in ctx.full and len(ctx.full[out]) == 1:
+        if out and out in ctx.full and len(ctx.full[out]) == 1 and ctx.onnx_shape(out, node):
             return out, ctx.onnx_shape(out, node), "a sample of one axis at least"
         if out and out in ctx.full and out in expected and ctx.onnx_shape(out, node) != expected[out]:
             return out, ctx.onnx_shape(out, node), expected[out]
