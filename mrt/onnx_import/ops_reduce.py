@@ -1,7 +1,8 @@
 """Importers for ONNX reductions over non-batch axes and the padding modes that copy edge values.
 
 ReduceSum and ReduceMax map to IR sum / reduce_max; ReduceMean is a sum times 1/n (a scale, free in
-integers); ReduceMin is -max(-x); ReduceSumSquare and ReduceL2 square element-wise first (a table);
+integers); ReduceMin is -max(-x); ReduceSumSquare and ReduceL2 square element-wise first (a table), ReduceL1
+takes absolute values; ReduceLogSum is log(sum x) and ReduceLogSumExp m + log(sum exp(x - m)), m the maximum;
 GlobalMaxPool is a max over the spatial axes. Pad's reflect and edge modes are concatenations of
 one-element slices on each padded axis.
 """
@@ -24,7 +25,7 @@ def _reduce_axes(ctx, node, attrs, full):
     if not axes:
         if noop:
             return None
-        raise UnsupportedOp(f"{where(node)}: reduces every axis, the batch axis too")
+        raise UnsupportedOp(f"{where(node)}: reduces every axis, the unit axis too (imported on the whole tensor)")
     return _axes(node, axes, len(full))
 
 
@@ -37,12 +38,17 @@ def reduction(kind):
             ctx.emit("identity", [x], {}, node, out=out)
             return
         reduce_attrs = {"axes": tuple(axes), "keepdims": keep}
+        if kind == "log_sum_exp":
+            _log_sum_exp(ctx, node, x, reduce_attrs, out)
+            return
+        if kind == "l1":
+            x = ctx.emit("abs", [x], {}, node)
         if kind in ("sum_square", "l2"):
             x = ctx.emit("mul", [x, x], {}, node)
         if kind == "min":
             x = ctx.emit("neg", [x], {}, node)
         op = "reduce_max" if kind in ("max", "min") else "sum"
-        last = kind in ("sum", "max", "sum_square")
+        last = kind in ("sum", "max", "sum_square", "l1")
         value = ctx.emit(op, [x], reduce_attrs, node, out=out if last else None)
         if kind == "mean":
             n = math.prod(full[a] for a in axes)
@@ -51,7 +57,18 @@ def reduction(kind):
             ctx.emit("neg", [value], {}, node, out=out)
         elif kind == "l2":
             ctx.emit("sqrt", [value], {}, node, out=out)
+        elif kind == "log_sum":
+            ctx.emit("log", [value], {}, node, out=out)
     return handler
+
+
+def _log_sum_exp(ctx, node, x, reduce_attrs, out):
+    """m + log(sum(exp(x - m))), m = max(x): every exp in (0, 1], the sum in [1, n] (no overflow, as LogSoftmax)."""
+    m = ctx.emit("reduce_max", [x], {**reduce_attrs, "keepdims": 1}, node)
+    e = ctx.emit("exp", [ctx.emit("sub", [x, m], {}, node)], {}, node)
+    lg = ctx.emit("log", [ctx.emit("sum", [e], reduce_attrs, node)], {}, node)
+    top = m if reduce_attrs["keepdims"] else ctx.emit("reduce_max", [x], reduce_attrs, node)
+    ctx.emit("add", [lg, top], {}, node, out=out)
 
 
 def global_max_pool(ctx, node, attrs):
@@ -105,6 +122,9 @@ HANDLERS = {
     "ReduceMin": (reduction("min"), {1, 11, 12, 13, 18, 20}),
     "ReduceSumSquare": (reduction("sum_square"), {1, 11, 13, 18}),
     "ReduceL2": (reduction("l2"), {1, 11, 13, 18}),
+    "ReduceL1": (reduction("l1"), {1, 11, 13, 18}),
+    "ReduceLogSum": (reduction("log_sum"), {1, 11, 13, 18, 28}),  # 28 only drops integer types
+    "ReduceLogSumExp": (reduction("log_sum_exp"), {1, 11, 13, 18, 28}),  # 28 drops integer types
     "GlobalMaxPool": (global_max_pool, {1, 22}),
     "ArgMax": (argmax, {1, 11, 12, 13}),
     "ArgMin": (argmin, {1, 11, 12, 13}),

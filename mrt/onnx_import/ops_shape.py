@@ -170,7 +170,47 @@ def tile(ctx, node, attrs):
     ctx.emit("identity", [value], {}, node, out=node.output[0])
 
 
+def _rearrange(ctx, node, steps, out_shape):
+    """A reshape, a transpose and a reshape of one image (axis 0 of every shape here is the batch)."""
+    x = ctx.tensor(node.input[0], node)
+    x = ctx.emit("reshape", [x], {"shape": tuple(steps[0][1:])}, node)
+    x = ctx.emit("transpose", [x], {"perm": tuple(steps[1])}, node)
+    ctx.emit("reshape", [x], {"shape": tuple(out_shape[1:])}, node, out=node.output[0])
+
+
+def depth_to_space(ctx, node, attrs):
+    """DepthToSpace: channel blocks moved to b x b pixels (DCR: depth-column-row order; CRD: column-row-depth)."""
+    n, c, h, w = _image(ctx, node)
+    b = attrs.get("blocksize")
+    if not b or c % (b * b):
+        raise UnsupportedOp(f"{where(node)}: blocksize {b} does not divide {c} channels into b x b blocks")
+    if attrs.get("mode", "DCR") == "DCR":
+        steps = ([n, b, b, c // (b * b), h, w], [0, 3, 4, 1, 5, 2])
+    else:
+        steps = ([n, c // (b * b), b, b, h, w], [0, 1, 4, 2, 5, 3])
+    _rearrange(ctx, node, steps, [n, c // (b * b), h * b, w * b])
+
+
+def space_to_depth(ctx, node, attrs):
+    """SpaceToDepth: b x b pixel blocks moved to channels (DepthToSpace's inverse, DCR or, since opset 28, CRD)."""
+    n, c, h, w = _image(ctx, node)
+    b = attrs.get("blocksize")
+    if not b or h % b or w % b:
+        raise UnsupportedOp(f"{where(node)}: blocksize {b} does not divide the image {h} x {w}")
+    perm = [0, 3, 5, 1, 2, 4] if attrs.get("mode", "DCR") == "DCR" else [0, 1, 3, 5, 2, 4]
+    _rearrange(ctx, node, ([n, c, h // b, b, w // b, b], perm), [n, c * b * b, h // b, w // b])
+
+
+def _image(ctx, node):
+    full = ctx.shape(node.input[0], node)
+    if len(full) != 4:
+        raise UnsupportedOp(f"{where(node)}: needs an [N, C, H, W] input, got rank {len(full)}")
+    return full
+
+
 HANDLERS = {
+    "DepthToSpace": (depth_to_space, {13, 28}),  # 28 changes no semantics
+    "SpaceToDepth": (space_to_depth, {13, 28}),  # 28 adds mode (CRD)
     "Slice": (slice_, {13}),
     "Split": (split, {13, 18}),
     "Gather": (gather, {13}),
