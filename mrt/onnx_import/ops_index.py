@@ -114,6 +114,27 @@ def gather_elements(ctx, node, attrs):
     set_form(ctx, node.output[0], WHOLE)
 
 
+def one_hot(ctx, node, attrs):
+    """OneHot(indices, depth, values): flags [indices == k] + [indices == k - depth] (a negative index counts from
+    the end; one out of range finds no position) for k < depth on a new axis, as values[0] + flags * (values[1] -
+    values[0]) (comparison flags are exact 0/1)."""
+    idx = node.input[0]
+    depth = int(np.asarray(ctx.const(node.input[1], node, "OneHot depth")).reshape(-1)[0])
+    off, on = (float(v) for v in np.asarray(ctx.const(node.input[2], node, "OneHot values")).reshape(-1)[:2])
+    s = ctx.onnx_shape(idx, node)
+    axis = attrs.get("axis", -1)
+    axis = axis + len(s) + 1 if axis < 0 else axis
+    grown = (*s[:axis], 1, *s[axis:])
+    x = ctx.emit("reshape", [stored(ctx, idx, node, WHOLE)], {"shape": grown}, node)
+    positions = np.arange(depth, dtype=np.float32).reshape((depth,) + (1,) * (len(s) - axis))
+    flags = ctx.emit("add", [ctx.emit("equal", [x, ctx.add_const(f"{node.output[0]}/{name}", where_)], {}, node)
+                             for name, where_ in (("positions", positions), ("from_end", positions - depth))],
+                     {}, node)
+    scaled = ctx.emit("mul", [flags, ctx.add_const(f"{node.output[0]}/on_off", np.float32(on - off))], {}, node)
+    ctx.emit("add", [scaled, ctx.add_const(f"{node.output[0]}/off", np.float32(off))], {}, node, out=node.output[0])
+    set_form(ctx, node.output[0], WHOLE)
+
+
 def never(ctx, node, attrs):
     """IsNaN / IsInf of an activation: all false. MRT's float graph runs on finite data (calibration and
     Model.quantize_input refuse NaN and infinity) and the integer model holds integers, never NaN or infinite;
@@ -124,4 +145,4 @@ def never(ctx, node, attrs):
 
 # these handlers choose their tensors' forms themselves (forms.stored): one_sample calls them as they are
 HANDLERS = {"GatherND": (gather_nd, {11, 12, 13}), "GatherElements": (gather_elements, {11, 13}), "CumSum": (cumsum, {11, 14}), "IsNaN": (never, {9, 13, 20}),
-            "IsInf": (never, {10, 20})}
+            "IsInf": (never, {10, 20}), "OneHot": (one_hot, {11, 28})}  # OneHot 28 adds bfloat16

@@ -38,6 +38,7 @@ CONST_INPUTS = {
     "ConvTranspose": {1, 2}, "Resize": {1, 2, 3}, "Upsample": {1},
     **{op: {1, 2, 3, 4, 7} for op in ("LSTM", "GRU", "RNN")},
     "LayerNormalization": {1, 2}, "InstanceNormalization": {1, 2}, "CumSum": {1}, "GatherND": {1}, "Trilu": {1},
+    "OneHot": {1, 2},
 }
 
 _INT_DTYPES = "uint32 and uint64 inputs: the import refuses them (wider than CVM's 32-bit values)"
