@@ -186,3 +186,19 @@ def test_gather_nd_by_computed_indices_selects_rows():
         [numpy_helper.from_array(i64([1]), "one"), numpy_helper.from_array(i64([[0]]), "zero")])
     model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", 17)])
     assert_per_sample(model, {"x": (1, 5, 3), "s": (1, 5)})
+
+
+def test_a_waveform_input_gets_one_scale_and_tabular_features_one_each():
+    """A 1-D input reshaped into a signal (a raw waveform before a conv) shares one scale; a 1-D input read by a
+    dense layer keeps one scale per feature (mrt.pipeline._tabular)."""
+    from mrt.pipeline import convert
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((2, 1, 3)).astype(np.float32)
+    signal = _model([N("Reshape", ["x", "s"], ["r"]), N("Conv", ["r", "w"], ["y"])], {"x": ["N", 32]}, ["y"],
+                    {"s": i64([1, 1, 32]), "w": w})
+    tabular = _model([N("MatMul", ["x", "m"], ["y"])], {"x": ["N", 32]}, ["y"],
+                     {"m": rng.standard_normal((32, 4)).astype(np.float32)})
+    x = (rng.standard_normal((16, 32)) * np.linspace(0.1, 3, 32)).astype(np.float32)
+    scales = {name: np.size(convert(m, x, progress=False).meta["input_scales"]["x"])
+              for name, m in (("signal", signal), ("tabular", tabular))}
+    assert scales == {"signal": 1, "tabular": 32}
