@@ -39,9 +39,8 @@ def layer_normalization(ctx, node, attrs):
                             "unit axis of one sample (one_sample.py imports it on the whole tensor)")
     if attrs.get("stash_type", 1) != 1:
         raise UnsupportedOp(f"{where(node)}: stash_type other than float32 is not supported")
-    for name in node.output[1:]:
-        if name:
-            ctx.drop(name, "LayerNormalization's mean and inverse std outputs are not computed")
+    if any(node.output[1:]):
+        _statistics(ctx, node, full, axis, float(attrs.get("epsilon", 1e-5)))
     params = []
     for k, what in ((1, "scale"), (2, "bias")):
         if len(node.input) > k and node.input[k]:
@@ -50,6 +49,22 @@ def layer_normalization(ctx, node, attrs):
             params.append(ctx.add_const(f"{node.output[0]}/{what}", value))
     normalize(ctx, node, ctx.tensor(node.input[0], node), full, axis, params, float(attrs.get("epsilon", 1e-5)),
               node.output[0])
+
+
+def _statistics(ctx, node, full, axis, epsilon):
+    """LayerNormalization's optional Mean and InvStdDev outputs (the normalized axes kept as 1s): the mean, and
+    1 / sqrt(mean((x - mean)^2) + epsilon) (add, sqrt and reciprocal fuse into one table)."""
+    x, axes = ctx.tensor(node.input[0], node), tuple(range(axis, len(full)))
+    inv_n = ctx.add_const(f"{node.output[0]}/inv_n", np.float32(1 / math.prod(full[axis:])))
+    names = list(node.output) + [""] * (3 - len(node.output))
+    mean = ctx.emit("mul", [ctx.emit("sum", [x], {"axes": axes, "keepdims": 1}, node), inv_n], {}, node,
+                    out=names[1] or None)
+    if names[2]:
+        d = ctx.emit("sub", [x, mean], {}, node)
+        var = ctx.emit("mul", [ctx.emit("sum", [ctx.emit("mul", [d, d], {}, node)], {"axes": axes, "keepdims": 1},
+                                        node), inv_n], {}, node)
+        shifted = ctx.emit("add", [var, ctx.add_const(f"{node.output[0]}/epsilon", np.float32(epsilon))], {}, node)
+        ctx.emit("reciprocal", [ctx.emit("sqrt", [shifted], {}, node)], {}, node, out=names[2])
 
 
 def normalize(ctx, node, x, full, axis, params, epsilon, out=None):
