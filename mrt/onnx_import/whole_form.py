@@ -21,20 +21,10 @@ def _rank(ctx, name, node):
     return len(ctx.onnx_shape(name, node))
 
 
-def _norm(a, rank):
-    return int(a) + rank if int(a) < 0 else int(a)
-
-
 def _ints(ctx, node, values):
     name = fresh_name(f"{node.output[0]}/whole_axes", ctx.consts)
     ctx.consts[name] = np.asarray(values, np.int64)
     return name
-
-
-def _set_input(ctx, node, k, values):
-    inputs = list(node.input) + [""] * (k + 1 - len(node.input))
-    inputs[k] = _ints(ctx, node, values)
-    return batch_major._with(node, inputs=inputs)
 
 
 def _lifted(ctx, node, rank=None):
@@ -75,7 +65,7 @@ def _axis(default, data_input=0):
 
 def _concat(ctx, node, a):
     rank = max(_rank(ctx, i, node) for i in node.input if i)
-    axis = _norm(a.get("axis"), rank)
+    axis = batch_major._norm(a.get("axis"), rank)
     return batch_major._with(_lifted(ctx, node, rank), axis=axis + 1)
 
 
@@ -88,7 +78,7 @@ def _axes_of(ctx, node, a):
 def _with_axes(ctx, node, axes, as_input):
     """The node with `axes` as its axes input or attribute, whichever its op version takes."""
     if as_input:
-        return _set_input(ctx, node, 1, axes)
+        return batch_major._ints_input(ctx, node, 1, axes)
     return batch_major._with(node, axes=axes)
 
 
@@ -110,26 +100,26 @@ def _reduce(ctx, node, a):
         if a.get("noop_with_empty_axes", 0):
             return _lifted(ctx, node)
         axes = range(len(s))
-    shifted = [_norm(x, len(s)) + 1 for x in axes]
+    shifted = [batch_major._norm(x, len(s)) + 1 for x in axes]
     return _with_axes(ctx, _lifted(ctx, node), shifted, _takes_axes_input(ctx, node, a))
 
 
 def _squeeze(ctx, node, a):
     s = ctx.onnx_shape(node.input[0], node)
     axes = _axes_of(ctx, node, a)
-    axes = [a for a, d in enumerate(s) if d == 1] if axes is None else [_norm(x, len(s)) for x in axes]
+    axes = [a for a, d in enumerate(s) if d == 1] if axes is None else [batch_major._norm(x, len(s)) for x in axes]
     return _with_axes(ctx, _lifted(ctx, node), [x + 1 for x in axes], _takes_axes_input(ctx, node, a))
 
 
 def _unsqueeze(ctx, node, a):
     axes = _axes_of(ctx, node, a)
     rank = _rank(ctx, node.input[0], node) + len(axes)
-    return _with_axes(ctx, _lifted(ctx, node), [_norm(x, rank) + 1 for x in axes], _takes_axes_input(ctx, node, a))
+    return _with_axes(ctx, _lifted(ctx, node), [batch_major._norm(x, rank) + 1 for x in axes], _takes_axes_input(ctx, node, a))
 
 
 def _transpose(ctx, node, a):
     rank = _rank(ctx, node.input[0], node)
-    perm = [_norm(p, rank) for p in a.get("perm", list(range(rank))[::-1])]
+    perm = [batch_major._norm(p, rank) for p in a.get("perm", list(range(rank))[::-1])]
     return batch_major._with(_lifted(ctx, node), perm=[0] + [p + 1 for p in perm])
 
 
@@ -155,7 +145,7 @@ def _reshape(ctx, node, a):
 
 def _flatten(ctx, node, a):
     s = ctx.onnx_shape(node.input[0], node)
-    axis = _norm(a.get("axis", 1), len(s))
+    axis = batch_major._norm(a.get("axis", 1), len(s))
     return _reshape_to(ctx, node, [math.prod(s[:axis]), math.prod(s[axis:])])
 
 
@@ -164,7 +154,7 @@ def _slice(ctx, node, a):
     starts = np.asarray(ctx.const(node.input[1], node, "Slice starts")).reshape(-1)
     axes = (range(len(starts)) if len(node.input) < 4 or not node.input[3] else
             np.asarray(ctx.const(node.input[3], node, "Slice axes")).reshape(-1))
-    return _set_input(ctx, _lifted(ctx, node), 3, [_norm(x, rank) + 1 for x in axes])
+    return batch_major._ints_input(ctx, _lifted(ctx, node), 3, [batch_major._norm(x, rank) + 1 for x in axes])
 
 
 def _pad(ctx, node, a):
@@ -172,14 +162,14 @@ def _pad(ctx, node, a):
     lifted = _lifted(ctx, node)
     if len(node.input) > 3 and node.input[3]:
         axes = np.asarray(ctx.const(node.input[3], node, "Pad axes")).reshape(-1)
-        return _set_input(ctx, lifted, 3, [_norm(x, rank) + 1 for x in axes])
+        return batch_major._ints_input(ctx, lifted, 3, [batch_major._norm(x, rank) + 1 for x in axes])
     pads = [int(p) for p in np.asarray(ctx.const(node.input[1], node, "Pad pads")).reshape(-1)]
-    return _set_input(ctx, lifted, 1, [0, *pads[:rank], 0, *pads[rank:]])
+    return batch_major._ints_input(ctx, lifted, 1, [0, *pads[:rank], 0, *pads[rank:]])
 
 
 def _tile(ctx, node, a):
     repeats = [int(r) for r in np.asarray(ctx.const(node.input[1], node, "Tile repeats")).reshape(-1)]
-    return _set_input(ctx, _lifted(ctx, node), 1, [1, *repeats])
+    return batch_major._ints_input(ctx, _lifted(ctx, node), 1, [1, *repeats])
 
 
 def _expand(ctx, node, a):
