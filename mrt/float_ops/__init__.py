@@ -21,6 +21,8 @@ from mrt.float_ops.unary import UNARY
 from mrt.float_ops.text import TEXT
 from mrt.float_ops.vision import VISION
 from mrt.float_ops.trees import TREES
+from mrt.float_ops.integer import INTEGER
+from mrt.float_ops.tail import TAIL
 
 __all__ = ["OPS", "OpDef", "BATCH", "is_batched", "avg_pool_counts"]
 
@@ -36,6 +38,6 @@ class OpDef:
 
 OPS = MappingProxyType({
     name: OpDef(name, *entry)
-    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION, TREES, TEXT, AUDIO)
+    for table in (ELEMENTWISE, UNARY, SELECT, LINEAR, POOL, LAYOUT, VISION, TREES, TEXT, AUDIO, INTEGER, TAIL)
     for name, entry in table.items()
 })

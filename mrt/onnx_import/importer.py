@@ -23,7 +23,7 @@ from mrt.float_ops import BATCH
 from mrt.graph import Graph, Node, fresh_name
 from mrt.limits import check_onnx
 from mrt.onnx_import import ops_core as core
-from mrt.onnx_import import ops_index
+from mrt.onnx_import import ops_index, ops_integer, ops_tail
 from mrt.onnx_import import ops_ml as ml
 from mrt.onnx_import import ops_nn as nn
 from mrt.onnx_import import ops_reduce as reduce_ops
@@ -85,6 +85,7 @@ HANDLERS = {
     **{("", op): entry for op, entry in ml.ONNX_HANDLERS.items()},   # Sum
     **{("", op): entry for op, entry in text.HANDLERS.items()},  # after ops_shape/ops_core: Gather, Div
     **{("", op): entry for op, entry in ops_index.HANDLERS.items()},
+    **{("", op): entry for module in (ops_integer, ops_tail) for op, entry in module.HANDLERS.items()},
 }
 
 

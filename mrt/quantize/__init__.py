@@ -7,11 +7,13 @@ import cvm
 from mrt.quantize.config import TARGETS, QuantConfig, config_for
 from mrt.quantize.axes import per_sample
 from mrt.quantize import rules, rules_audio, rules_compare, rules_ml, rules_select, rules_text, rules_trees, rules_vision
+from mrt.quantize import rules_integer, rules_tail
 from cvm.arith import bits_max
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
 RULES = {**rules.RULES, **rules_select.RULES, **rules_vision.RULES, **rules_trees.RULES, **rules_text.RULES, **rules_ml.RULES,
-         **rules_audio.RULES, **rules_compare.RULES}  # float op -> quantization rule
+         **rules_audio.RULES, **rules_compare.RULES,
+         **rules_integer.RULES, **rules_tail.RULES}  # float op -> quantization rule
 
 __all__ = ["QuantConfig", "QuantizeError", "TARGETS", "config_for", "quantize", "emit", "verify"]
 
