@@ -1,4 +1,89 @@
-"""Float ops (filled in by the work on issue 30/31): {name: (run, shape, attrs, arity)}."""
+"""Float ops of ONNX's integer arithmetic (mrt.onnx_import.ops_integer; rules in mrt.quantize.rules_integer).
+
+Every IR tensor is float32; these ops read their integer operands rounded to the nearest integer (exact below
+2^24) and compute in int64, so the float graph gives ONNX's integer result:
+
+- int_div(a, b): a / b truncated toward zero (ONNX's integer Div); 0 where b == 0 (numpy's; ONNX leaves it
+  undefined).
+- mod(a, b; fmod, integer): fmod 0 takes the divisor's sign (Python's %), fmod 1 the dividend's (C's fmod);
+  0 where b == 0. With integer 0 the operands are floats and the result is numpy's float mod (NaN where
+  b == 0, which calibration refuses; the integer model gives 0 there).
+- bit_shift(x, s; direction, bits, signed): LEFT is x * 2^s wrapped to the type's `bits` (two's complement
+  when `signed`), RIGHT is floor(x / 2^s) (an arithmetic shift); a shift below 0 or of `bits` or more gives
+  what the sign fill alone gives: -1 for RIGHT of a negative x, else 0. bits 0: a type MRT was not told, where
+  LEFT does not wrap (the quantizer refuses it unless no product can reach 2^31).
+"""
 from __future__ import annotations
 
-INTEGER: dict = {}
+import numpy as np
+
+from mrt.errors import GraphError
+from mrt.float_ops.shapes import broadcast
+
+F32 = np.float32
+DIRECTIONS = ("LEFT", "RIGHT")
+
+
+def _ints(*xs):
+    return [np.rint(np.asarray(x, np.float64)).astype(np.int64) for x in xs]
+
+
+def _binary_shape(name):
+    def rule(a, b, **attrs):
+        return broadcast(a, b, op=name)
+    return rule
+
+
+def int_div(a, b):
+    a, b = _ints(a, b)
+    safe = np.where(b == 0, 1, b)
+    return (np.abs(a) // np.abs(safe) * np.sign(a) * np.sign(b)).astype(F32)
+
+
+def mod(a, b, *, fmod, integer):
+    if not integer:
+        with np.errstate(all="ignore"):
+            return (np.fmod(a, b) if fmod else np.mod(a, b)).astype(F32)
+    a, b = _ints(a, b)
+    safe = np.where(b == 0, 1, b)
+    r = np.sign(a) * (np.abs(a) % np.abs(safe)) if fmod else a - np.floor_divide(a, safe) * safe
+    return np.where(b == 0, 0, r).astype(F32)
+
+
+def mod_shape(a, b, *, fmod, integer):
+    if fmod not in (0, 1) or integer not in (0, 1):
+        raise GraphError(f"mod: fmod {fmod!r} and integer {integer!r} must be 0 or 1")
+    return broadcast(a, b, op="mod")
+
+
+def wrap(v, bits: int, signed: bool):
+    """v as a `bits`-wide integer type holds it: modulo 2^bits, in [-2^(bits-1), 2^(bits-1)) when signed."""
+    v = np.asarray(v, np.int64) & ((1 << bits) - 1)
+    return v - (v >> (bits - 1) << bits) if signed else v
+
+
+def bit_shift(x, s, *, direction, bits, signed):
+    x, s = _ints(x, s)
+    out_of_range = (s < 0) | (s >= bits) if bits else s < 0
+    k = np.where(out_of_range, 0, s)
+    if direction == "RIGHT":
+        y = np.where(out_of_range, np.where(x < 0, -1, 0), x >> np.minimum(k, 62))
+    else:
+        y = np.where(out_of_range, 0, x << np.minimum(k, 62))
+        y = wrap(y, bits, signed) if 0 < bits < 63 else y
+    return y.astype(F32)
+
+
+def bit_shift_shape(x, s, *, direction, bits, signed):
+    if direction not in DIRECTIONS or not 0 <= bits <= 64 or signed not in (0, 1):
+        raise GraphError(f"bit_shift: direction {direction!r} must be one of {DIRECTIONS}, bits {bits!r} in "
+                         f"0..64, signed {signed!r} 0 or 1")
+    return broadcast(x, s, op="bit_shift")
+
+
+# name: (run, shape rule, attribute names, (min inputs, max inputs))
+INTEGER: dict = {
+    "int_div": (int_div, _binary_shape("int_div"), (), (2, 2)),
+    "mod": (mod, mod_shape, ("fmod", "integer"), (2, 2)),
+    "bit_shift": (bit_shift, bit_shift_shape, ("direction", "bits", "signed"), (2, 2)),
+}

@@ -1,4 +1,149 @@
-"""Quantization rules (filled in by the work on issue 30/31). RULES: {float op: rule}."""
+"""Quantization rules for ONNX's integer arithmetic (mrt.float_ops.integer), in opset-1 ops, exact on integers.
+
+An integer operand is read at scale 1 (an exact tensor as it is; any other rounded to the integer it stands
+for, exact while its float error stays below one half; a constant rounded). CVM's one division rounds to
+nearest, div(a, e) = floor((2a + e) / (2e)) for e >= 1, so the floor of n / d for d >= 1 is
+div(2n - d, 2d) = floor((4n - 2d + 2d) / (4d)). Signs are flags: sign(x) = clip(x, -1, 1) on integers and
+|x| = x * sign(x); a divisor's magnitude is clipped to 1 or more, so the division is proven safe, and a zero
+divisor (its sign 0) gives 0 as numpy does:
+
+- int_div: trunc(x / d) = sign(x) * sign(d) * floor(|x| / |d|);
+- mod, fmod 0: sign(d) * floor_mod(x * sign(d), |d|); fmod 1: sign(x) * floor_mod(|x|, |d|), with
+  floor_mod(n, e) = n - floor(n / e) * e.
+
+A float mod (integer 0) is the integer mod of both operands at one fine scale (16 bits over the larger
+range): as exact as the operands' rounding, like comparisons of floats (rules_compare).
+A node whose integers may leave int32 (the verifier proves every interval) is refused with a QuantizeError.
+"""
 from __future__ import annotations
 
-RULES: dict = {}
+import math
+
+import numpy as np
+
+from cvm.arith import bits_for, bits_max
+from cvm.errors import VerifyError
+from cvm.limits import MAX_BITS
+from mrt.quantize.rules import _const, _node_name, _operand
+from mrt.quantize.state import QT, QuantizeError
+
+FLOAT_MOD_BITS = 16  # a float mod's common scale: the larger operand range over 2^15 - 1 steps
+
+
+class _Ints:
+    """Integer arithmetic on a node's operands: a value is a numpy array (a constant, computed here) or the name
+    of an activation (a CVM node emitted, verified at once)."""
+
+    def __init__(self, qz, node):
+        self.qz, self.node, self.k = qz, node, 0
+
+    def operand(self, fname, scale=1.0):
+        """Float tensor `fname` as integers at `scale`: a constant rounded, an activation as it is or requantized."""
+        qz = self.qz
+        c = _const(qz, fname)
+        if c is not None:
+            c = np.asarray(_operand(qz, c, self.node.outputs[0]), np.float64)
+            return np.atleast_1d(np.round(c / scale)).astype(np.int64)
+        t = qz.q[fname]
+        if t.exact and scale == 1.0:
+            return t.name
+        reach = math.ceil(float(qz.thr.get(fname, 0.0)) / scale) + 1
+        bits = min(MAX_BITS, bits_for(-reach, reach))
+        return qz.requant(t, scale, bits, name=f"{_node_name(self.node)}.{self._tag()}.int").name
+
+    def _tag(self):
+        self.k += 1
+        return f"i{self.k}"
+
+    def op(self, op, *args, **attrs):
+        """CVM op `op` on values; on constants alone, numpy's result."""
+        if all(isinstance(a, np.ndarray) for a in args):
+            return NUMPY[op](*args, **attrs)
+        qz = self.qz
+        names = [qz.const(a, dtype="int32") if isinstance(a, np.ndarray) else a for a in args]
+        try:
+            return qz.op(op, *names, name=f"{_node_name(self.node)}.{op}{self._tag()}", **attrs)
+        except VerifyError as e:
+            raise QuantizeError(f"node {self.node.name!r}: {self.node.op} is exact only within int32, and its "
+                                f"integers may leave it ({e})") from None
+
+    def mul(self, a, b):
+        """a * b, where a factor of constant ones that does not broadcast the other is skipped."""
+        for one, other in ((a, b), (b, a)):
+            if isinstance(one, np.ndarray) and np.all(one == 1) and self.shape(other) == self.broadcast(a, b):
+                return other
+        return self.op("mul", a, b)
+
+    def shape(self, v):
+        return v.shape if isinstance(v, np.ndarray) else self.qz.shape_of(v)
+
+    def broadcast(self, a, b):
+        return tuple(np.broadcast_shapes(self.shape(a), self.shape(b)))
+
+    def sign(self, x):
+        return self.op("clip", x, lo=-1, hi=1)
+
+    def magnitude(self, x):
+        """(sign(x), |x|)."""
+        s = self.sign(x)
+        return s, self.mul(x, s)
+
+    def divisor(self, d):
+        """(sign(d), max(|d|, 1)): the magnitude proven >= 1 for CVM's div."""
+        s, m = self.magnitude(d)
+        if isinstance(m, np.ndarray):
+            return s, np.maximum(m, 1)
+        return s, self.op("clip", m, lo=1, hi=max(1, self.qz.interval(m)[1]))
+
+    def floor_div(self, n, e):
+        """floor(n / e) for e >= 1: div(2n - e, 2e)."""
+        if isinstance(n, np.ndarray) and isinstance(e, np.ndarray):
+            return n // e
+        return self.op("div", self.op("sub", self.mul(n, np.asarray([2])), e), self.mul(e, np.asarray([2])))
+
+    def floor_mod(self, n, e):
+        return self.op("sub", n, self.mul(self.floor_div(n, e), e))
+
+
+NUMPY = {"mul": np.multiply, "sub": np.subtract, "add": np.add, "div": lambda a, e: (2 * a + e) // (2 * e),
+         "clip": lambda x, lo, hi: np.clip(x, lo, hi)}
+
+
+def _activation(ints, v):
+    """A value as an activation name (a result on constants alone cannot be one: the float graph folds those)."""
+    if isinstance(v, np.ndarray):
+        raise QuantizeError(f"node {ints.node.name!r}: {ints.node.op} of constants only (should have been folded)")
+    return v
+
+
+def int_div(qz, node) -> QT:
+    ints = _Ints(qz, node)
+    x, d = (ints.operand(n) for n in node.inputs)
+    sx, ax = ints.magnitude(x)
+    sd, ad = ints.divisor(d)
+    q = ints.mul(ints.floor_div(ax, ad), ints.mul(sx, sd))
+    return QT(name=_activation(ints, q), scale=np.asarray(1.0), exact=True)
+
+
+def _float_scale(qz, node) -> float:
+    """The common scale of a float mod's operands: the larger range over FLOAT_MOD_BITS."""
+    reach = [float(np.abs(c).max()) if (c := _const(qz, n)) is not None and c.size else float(qz.thr.get(n, 0.0))
+             for n in node.inputs]
+    return (max(reach) or 1.0) / bits_max(FLOAT_MOD_BITS)
+
+
+def mod(qz, node) -> QT:
+    integer = bool(node.attrs["integer"])
+    scale = 1.0 if integer else _float_scale(qz, node)
+    ints = _Ints(qz, node)
+    x, d = (ints.operand(n, scale) for n in node.inputs)
+    sd, ad = ints.divisor(d)
+    if node.attrs["fmod"]:
+        sx, ax = ints.magnitude(x)
+        r = ints.mul(ints.floor_mod(ax, ad), sx)
+    else:
+        r = ints.mul(ints.floor_mod(ints.mul(x, sd), ad), sd)
+    return QT(name=_activation(ints, r), scale=np.asarray(scale), exact=integer)
+
+
+RULES: dict = {"int_div": int_div, "mod": mod}

@@ -20,6 +20,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from cvm.model import NARROW_FLOATS, NARROW_INTEGERS
 from mrt.errors import UnsupportedOp
 from mrt.float_exec import run_float
 from mrt.onnx_import import import_onnx
@@ -41,9 +42,8 @@ CONST_INPUTS = {
     "OneHot": {1, 2},
 }
 
-_INT_DTYPES = "uint32 and uint64 inputs: the import refuses them (wider than CVM's 32-bit values)"
 IMPORTED_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int64, np.int32, np.int16, np.int8,
-                                              np.uint16, np.uint8, np.bool_))
+                                              np.uint64, np.uint32, np.uint16, np.uint8, np.bool_))
 # Whole ops whose conformance cases are out of scope (each case still must be rejected).
 OP_SKIPS = {
     "Shape": "the output is the input's shape, a constant for one sample (folded), so the graph would have no "
@@ -59,11 +59,6 @@ NOT_RUN = {
     "Constant": "always folded at import; the one case has a constant output (test_import.py)",
 }
 SKIPS = {
-    **{f"test_{op}_{t}": _INT_DTYPES for op in ("add", "sub", "mul", "div")
-       for t in ("uint32", "uint64")},
-    "test_div_int32_trunc": "integer division truncates; MRT refuses Div on integer tensors",
-    **{f"test_div_{t}": "integer division truncates; MRT refuses Div on integer tensors"
-       for t in ("int8", "int16", "uint8", "uint16")},
     "test_gathernd_example_int32_batch_dim1": "GatherND with batch_dims 1 (0 is supported)",
     "test_wrap_pad": "Pad mode 'wrap' (constant, reflect and edge are supported)",
     "test_reshape_allowzero_reordered": "empty input (batch of 0 with dims moved)",
@@ -139,8 +134,7 @@ def _refusal_reason(case):
 
 
 def _dtype_reason(case):
-    """Cases with an input of a type the import refuses (uint32, uint64, 8-, 6-, 4- and 2-bit floats and
-    integers, strings) test a variant of the op for that type; cases written at an opset newer than MRT checks
+    """Cases with an input of a type the import refuses (complex numbers, strings) test a variant of the op for that type; cases written at an opset newer than MRT checks
     are refused by name too."""
     opset = max((o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset > MAX_OPSET:
@@ -148,8 +142,8 @@ def _dtype_reason(case):
     for inputs, _ in case.data_sets:
         for k, value in enumerate(inputs):
             dtype = _array(value).dtype
-            if dtype not in IMPORTED_DTYPES and dtype.name != "bfloat16":
-                return f"{dtype} inputs: MRT imports float, bool and integer inputs up to 64 bits but uint32/uint64"
+            if dtype not in IMPORTED_DTYPES and dtype.name not in NARROW_FLOATS | NARROW_INTEGERS:
+                return f"{dtype} inputs: MRT imports float (float4 to float64), bool and integer inputs"
     return None
 
 

@@ -1,0 +1,129 @@
+"""ONNX's integer arithmetic through the integer pipeline (mrt.float_ops.integer, mrt.quantize.rules_integer):
+the float ops give numpy's integer results, and the converted CVM models give the same integers, bit for bit,
+on inputs within the calibrated range."""
+from functools import lru_cache
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from onnx import TensorProto, helper, numpy_helper
+
+from mrt.float_ops import OPS
+from mrt.pipeline import convert
+from tests.mrt.conftest import IR_VERSION
+
+N = helper.make_node
+REACH, DIVISOR_REACH, WIDTH = 100, 20, 6
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _model(nodes, inputs, out_type=TensorProto.INT64, inits=None, opset=18):
+    ins = [helper.make_tensor_value_info(n, t, ["N", WIDTH]) for n, t in inputs.items()]
+    graph = helper.make_graph(nodes, "int", ins,
+                              [helper.make_tensor_value_info("y", out_type, None)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
+    return helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _run(m, feeds):
+    x = {s.name: m.quantize_input(feeds[s.name], s.name) for s in m.inputs}
+    return m.dequantize_output(m.run(x, backend="reference"), m.outputs[0].name)
+
+
+def _calibration(names, reach=(REACH, DIVISOR_REACH)):
+    """Values over the whole range (its ends included), so inputs within it are in the declared bits."""
+    rng = np.random.default_rng(0)
+    return {n: np.concatenate([[[-r] * WIDTH, [r] * WIDTH], rng.integers(-r, r + 1, (30, WIDTH))]).astype(np.int64)
+            for n, r in zip(names, reach)}
+
+
+@lru_cache(maxsize=None)
+def _converted(op, fmod=None):
+    attrs = {} if fmod is None else {"fmod": fmod}
+    model = _model([N(op, ["a", "b"], ["y"], **attrs)], {"a": TensorProto.INT64, "b": TensorProto.INT64})
+    return convert(model, _calibration(["a", "b"]), progress=False)
+
+
+def _numpy(op, a, b, fmod=None):
+    """ONNX's integer results, from Python's integers: Div truncates, Mod fmod 0 is %, fmod 1 C's fmod."""
+    if op == "Div":
+        return np.vectorize(lambda x, y: int(x / y) if abs(x) < 2 ** 52 else 0)(a, b)
+    return np.mod(a, b) if not fmod else np.fmod(a, b)
+
+
+rows = hnp.arrays(np.int64, (4, WIDTH), elements=st.integers(-REACH, REACH))
+divisors = hnp.arrays(np.int64, (4, WIDTH), elements=st.integers(-DIVISOR_REACH, DIVISOR_REACH).filter(bool))
+
+
+# ---------------------------------------------------------------- float ops
+
+
+@SETTINGS
+@given(a=hnp.arrays(np.int64, 16, elements=st.integers(-2 ** 20, 2 ** 20)),
+       b=hnp.arrays(np.int64, 16, elements=st.integers(-2 ** 10, 2 ** 10)))
+def test_float_ops_give_numpys_integer_results(a, b):
+    fa, fb = a.astype(np.float32), b.astype(np.float32)
+    safe = np.where(b == 0, 1, b)
+    np.testing.assert_array_equal(OPS["int_div"].run(fa, fb), np.where(b == 0, 0, _numpy("Div", a, safe)))
+    for fmod in (0, 1):
+        np.testing.assert_array_equal(OPS["mod"].run(fa, fb, fmod=fmod, integer=1),
+                                      np.where(b == 0, 0, _numpy("Mod", a, safe, fmod)))
+
+
+def test_float_mod_of_floats_is_numpys():
+    a, b = np.float32([-4.3, 7.2, 5.0, 4.3]), np.float32([2.1, -3.4, 8.0, -2.1])
+    np.testing.assert_allclose(OPS["mod"].run(a, b, fmod=0, integer=0), [2.0, -3.0, 5.0, -2.0], atol=1e-5)
+    np.testing.assert_allclose(OPS["mod"].run(a, b, fmod=1, integer=0), [-0.1, 0.4, 5.0, 0.1], atol=1e-5)
+
+
+# ---------------------------------------------------------------- Div and Mod end to end
+
+
+@pytest.mark.parametrize("op, fmod", [("Div", None), ("Mod", 0), ("Mod", 1)])
+@SETTINGS
+@given(a=rows, b=divisors)
+def test_div_and_mod_of_two_activations_are_exact(op, fmod, a, b):
+    m = _converted(op, fmod)
+    np.testing.assert_array_equal(_run(m, {"a": a, "b": b}), _numpy(op, a, b, fmod).astype(np.float64))
+
+
+@pytest.mark.parametrize("op, fmod", [("Div", None), ("Mod", 0), ("Mod", 1)])
+def test_a_zero_divisor_gives_zero(op, fmod):
+    """ONNX leaves it undefined; CVM gives numpy's 0, as the float graph does."""
+    a = np.arange(-3, 3).reshape(1, WIDTH).astype(np.int64)
+    got = _run(_converted(op, fmod), {"a": a, "b": np.zeros_like(a)})
+    np.testing.assert_array_equal(got, np.zeros(a.shape))
+
+
+@pytest.mark.parametrize("op, fmod", [("Div", None), ("Mod", 0), ("Mod", 1)])
+def test_a_constant_divisor_of_either_sign(op, fmod):
+    d = np.asarray([3, -3, 7, -1, 1, 16], np.int64)
+    attrs = {} if fmod is None else {"fmod": fmod}
+    model = _model([N(op, ["a", "d"], ["y"], **attrs)], {"a": TensorProto.INT64}, inits={"d": d})
+    m = convert(model, _calibration(["a"]), progress=False)
+    a = np.random.default_rng(1).integers(-REACH, REACH + 1, (64, WIDTH))
+    np.testing.assert_array_equal(_run(m, {"a": a}), _numpy(op, a, np.broadcast_to(d, a.shape), fmod))
+
+
+def test_integer_division_of_a_computed_integer():
+    """(a + b) / 3: the sum's scale is not 1; it is rounded back to the integer it holds."""
+    model = _model([N("Add", ["a", "b"], ["s"]), N("Div", ["s", "three"], ["y"])],
+                   {"a": TensorProto.INT64, "b": TensorProto.INT64}, inits={"three": np.asarray(3, np.int64)})
+    feeds = _calibration(["a", "b"])
+    m = convert(model, feeds, progress=False)
+    np.testing.assert_array_equal(_run(m, feeds), _numpy("Div", feeds["a"] + feeds["b"], 3))
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod_of_floats_is_as_close_as_its_operands(fmod):
+    rng = np.random.default_rng(2)
+    feeds = {"a": rng.uniform(-8, 8, (64, WIDTH)).astype(np.float32),
+             "b": (rng.uniform(1, 4, (64, WIDTH)) * rng.choice([-1, 1], (64, WIDTH))).astype(np.float32)}
+    model = _model([N("Mod", ["a", "b"], ["y"], fmod=fmod)], {"a": TensorProto.FLOAT, "b": TensorProto.FLOAT},
+                   TensorProto.FLOAT)
+    got = _run(convert(model, feeds, progress=False), feeds)
+    want = np.fmod(feeds["a"], feeds["b"]) if fmod else np.mod(feeds["a"], feeds["b"])
+    near_a_jump = (np.abs(want) < 0.01) | (np.abs(np.abs(want) - np.abs(feeds["b"])) < 0.01)
+    assert np.abs(got - want)[~near_a_jump].max() < 2e-3
