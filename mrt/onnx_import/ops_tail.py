@@ -1,4 +1,199 @@
-"""Importers for ONNX ops (filled in by the work on issue 30/31). HANDLERS: {op_type: (handler, since versions)}."""
+"""Importers for ONNX ops written with IR ops MRT already quantizes (no float op or rule of their own).
+
+Hardmax is [argmax == k] along its axis; ReduceProd a halving tree of products of slices; LpNormalization the
+IR normalize (L1, L2) on its axis moved last; LpPool (sum of |x|^p over each window)^(1/p), two tables around a
+window sum; CumProd a prefix-doubling scan of products of slices. A pool over 3 spatial axes is the 2-D pool over
+(H, W) with D folded into the channels, then the 2-D pool over (D, 1) with H*W as the width: each window is a
+box, so its maximum, sum and count (every count_include_pad and ceil_mode case) factor per axis. MaxPool and
+AveragePool are registered here for that case only and hand every other one to ops_nn. Einsum, and the ops
+that are constant linear maps of their input (ops_tail_maps), are imported in ops_tail_maps.
+"""
 from __future__ import annotations
 
-HANDLERS: dict = {}
+import numpy as np
+
+from mrt.errors import UnsupportedOp
+from mrt.onnx_import import ops_nn
+from mrt.onnx_import.attrs import where
+from mrt.onnx_import.ops_reduce import _reduce_axes
+from mrt.onnx_import.ops_shape import _axes, _const_ints
+
+
+def _slice(ctx, node, x, axis, start, end):
+    return ctx.emit("slice", [x], {"axes": (axis,), "starts": (start,), "ends": (end,), "steps": (1,)}, node)
+
+
+# -- Hardmax, ReduceProd, LpNormalization --------------------------------------------------------------------
+
+def hardmax(ctx, node, attrs):
+    """1 at the first maximum along the axis, 0 elsewhere: [argmax(x) == k], k the position on that axis."""
+    full = ctx.shape(node.input[0], node)
+    axis = _axes(node, [attrs.get("axis", -1)], len(full))[0]
+    index = ctx.emit("argmax", [ctx.tensor(node.input[0], node)],
+                     {"axis": axis, "keepdims": 1, "select_last_index": 0}, node)
+    positions = np.arange(full[axis], dtype=np.float32).reshape((full[axis],) + (1,) * (len(full) - axis - 1))
+    ctx.emit("equal", [index, ctx.add_const(f"{node.output[0]}/positions", positions)], {}, node,
+             out=node.output[0])
+
+
+def _product_along(ctx, node, x, axis):
+    """The product over `axis` (kept, size 1): halves multiplied until one is left (an odd last one joins the
+    products), so a product of n factors is log2(n) levels of multiplications."""
+    n = ctx.full[x][axis]
+    while n > 1:
+        half = n // 2
+        value = ctx.emit("mul", [_slice(ctx, node, x, axis, 0, half), _slice(ctx, node, x, axis, half, 2 * half)],
+                         {}, node)
+        if n % 2:
+            value = ctx.emit("concat", [value, _slice(ctx, node, x, axis, n - 1, n)], {"axis": axis}, node)
+        x, n = value, half + n % 2
+    return x
+
+
+def reduce_prod(ctx, node, attrs):
+    full = ctx.shape(node.input[0], node)
+    axes, keep = _reduce_axes(ctx, node, attrs, full), int(attrs.get("keepdims", 1))
+    x = ctx.tensor(node.input[0], node)
+    for axis in axes or ():
+        x = _product_along(ctx, node, x, axis)
+    shape = [1 if a in (axes or ()) else d for a, d in enumerate(full) if a and (keep or a not in (axes or ()))]
+    if not shape:
+        raise UnsupportedOp(f"{where(node)}: the product is one number per sample, which CVM has no form for")
+    ctx.emit("reshape", [x], {"shape": tuple(shape)}, node, out=node.output[0])
+
+
+def lp_normalization(ctx, node, attrs):
+    """x / ||x||_p along the axis (p 1 or 2): IR normalize over the last axis, the axis moved there and back."""
+    full = ctx.shape(node.input[0], node)
+    axis, p = _axes(node, [attrs.get("axis", -1)], len(full))[0], attrs.get("p", 2)
+    if p not in (1, 2):
+        raise UnsupportedOp(f"{where(node)}: p={p}; only the L1 and L2 norms (p 1, 2) are supported")
+    perm = [a for a in range(len(full)) if a != axis] + [axis]
+    x = ctx.tensor(node.input[0], node)
+    last = axis == len(full) - 1
+    if not last:
+        x = ctx.emit("transpose", [x], {"perm": tuple(perm)}, node)
+    y = ctx.emit("normalize", [x], {"norm": f"l{p}"}, node, out=node.output[0] if last else None)
+    if not last:
+        ctx.emit("transpose", [y], {"perm": tuple(int(i) for i in np.argsort(perm))}, node, out=node.output[0])
+
+
+# -- pools: LpPool, and 1-D and 3-D windows as 2-D ones -------------------------------------------------------
+
+def _split_2d(a, nd, first):
+    """The 2-D pool attributes of axes `first` (a list of spatial positions, 1 or 2 of them; a missing second is a
+    window of 1) from the nd-axis attributes `a`."""
+    def pick(values, default):
+        return [values[i] for i in first] + [default] * (2 - len(first))
+    out = {"kernel": pick(a["kernel"], 1), "strides": pick(a["strides"], 1), "dilations": pick(a["dilations"], 1),
+           "pads": pick(a["pads"][:nd], 0) + pick(a["pads"][nd:], 0)}
+    if "ceil_pads" in a:
+        out["ceil_pads"] = pick(a["ceil_pads"], 0)
+    if "count_include_pad" in a:
+        out["count_include_pad"] = a["count_include_pad"]
+    return out
+
+
+def pool_2d(ctx, node, op, x, a, out):
+    """IR pool `op` (max_pool, avg_pool, sum_pool) with nd-axis attributes `a` over x [N, C, *spatial] as 2-D
+    pools: 1-D over (1, L); 3-D over (H, W) with C*D channels, then over (D, 1) with width H'*W'."""
+    full = ctx.full[x]
+    nd = len(full) - 2
+    if nd == 2:
+        return ctx.emit(op, [x], a, node, out=out)
+    if nd == 1:
+        x2 = ctx.emit("reshape", [x], {"shape": (full[1], 1, full[2])}, node)
+        y2 = ctx.emit(op, [x2], _unit_first(a), node)
+        return ctx.emit("reshape", [y2], {"shape": (full[1], ctx.full[y2][3])}, node, out=out)
+    if nd != 3:
+        raise UnsupportedOp(f"{where(node)}: a pool over {nd} spatial axes; 1, 2 and 3 are supported")
+    c, d, h, w = full[1:]
+    hw = ctx.emit(op, [ctx.emit("reshape", [x], {"shape": (c * d, h, w)}, node)], _split_2d(a, 3, [1, 2]), node)
+    h2, w2 = ctx.full[hw][2:]
+    dz = ctx.emit(op, [ctx.emit("reshape", [hw], {"shape": (c, d, h2 * w2)}, node)], _split_2d(a, 3, [0]), node)
+    return ctx.emit("reshape", [dz], {"shape": (c, ctx.full[dz][2], h2, w2)}, node, out=out)
+
+
+def _unit_first(a):
+    """A 1-D pool's attributes as a 2-D window of height 1."""
+    out = _split_2d(a, 1, [0])
+    for k in ("kernel", "strides", "dilations"):
+        out[k] = out[k][::-1]
+    out["pads"] = [0, out["pads"][0], 0, out["pads"][2]]
+    if "ceil_pads" in out:
+        out["ceil_pads"] = out["ceil_pads"][::-1]
+    return out
+
+
+def max_pool(ctx, node, attrs):
+    """MaxPool over 1 or 3 spatial axes as 2-D pools (pool_2d); 2-D ones as ops_nn has them."""
+    if len(attrs.get("kernel_shape") or ()) != 3:
+        return ops_nn.max_pool(ctx, node, attrs)
+    if len(node.output) > 1 and node.output[1]:
+        raise UnsupportedOp(f"{where(node)}: the MaxPool Indices output is not supported")
+    attrs.ignore("storage_order")
+    a, ceil_pads = ops_nn._pool_attrs(ctx, node, attrs)
+    a["pads"] = a["pads"][:3] + [p + e for p, e in zip(a["pads"][3:], ceil_pads)]
+    pool_2d(ctx, node, "max_pool", ctx.tensor(node.input[0], node), a, node.output[0])
+
+
+def average_pool(ctx, node, attrs):
+    """AveragePool over 3 spatial axes: the average over (H, W), then over D (every window's count factors)."""
+    if len(attrs.get("kernel_shape") or ()) != 3:
+        return ops_nn.average_pool(ctx, node, attrs)
+    a, ceil_pads = ops_nn._pool_attrs(ctx, node, attrs)
+    a.update(count_include_pad=bool(attrs.get("count_include_pad", 0)), ceil_pads=ceil_pads)
+    pool_2d(ctx, node, "avg_pool", ctx.tensor(node.input[0], node), a, node.output[0])
+
+
+def lp_pool(ctx, node, attrs):
+    """(sum of |x|^p over each window, zero padding)^(1/p): a table, a window sum, a table."""
+    p = float(attrs.get("p", 2))
+    if p <= 0:
+        raise UnsupportedOp(f"{where(node)}: p={p} is not positive")
+    a, ceil_pads = ops_nn._pool_attrs(ctx, node, attrs)
+    nd = len(ceil_pads)
+    a["pads"] = a["pads"][:nd] + [q + e for q, e in zip(a["pads"][nd:], ceil_pads)]
+    x = ctx.tensor(node.input[0], node)
+    powered = ctx.emit("mul", [x, x], {}, node) if p == 2 else \
+        ctx.emit("univariate", [x], {"program": (("abs", ("x",), ()), ("pow", (0, p), ()))}, node)
+    total = pool_2d(ctx, node, "sum_pool", powered, a, None)
+    ctx.emit("univariate", [total], {"program": (("relu", ("x",), ()), ("pow", (0, 1.0 / p), ()))}, node,
+             out=node.output[0])
+
+
+# -- CumProd --------------------------------------------------------------------------------------------------
+
+def cum_prod(ctx, node, attrs):
+    """Running products along the axis by prefix doubling: after the step of shift k, y[i] holds the product of
+    x[i-2k+1..i]; reverse runs from the end; exclusive shifts the result by one, a 1 (a table of x) first."""
+    full = ctx.shape(node.input[0], node)
+    axis = _axes(node, _const_ints(ctx, node, 1, "CumProd axis"), len(full))[0]
+    reverse, exclusive = int(attrs.get("reverse", 0)), int(attrs.get("exclusive", 0))
+    y, n, k = ctx.tensor(node.input[0], node), full[axis], 1
+    while k < n:
+        if reverse:
+            parts = [ctx.emit("mul", [_slice(ctx, node, y, axis, 0, n - k), _slice(ctx, node, y, axis, k, n)], {},
+                              node), _slice(ctx, node, y, axis, n - k, n)]
+        else:
+            parts = [_slice(ctx, node, y, axis, 0, k),
+                     ctx.emit("mul", [_slice(ctx, node, y, axis, k, n), _slice(ctx, node, y, axis, 0, n - k)], {},
+                              node)]
+        y, k = ctx.emit("concat", parts, {"axis": axis}, node), 2 * k
+    if exclusive:
+        one = ctx.emit("univariate", [_slice(ctx, node, y, axis, 0, 1)],
+                       {"program": (("mul", ("x", 0.0), ()), ("add", (0, 1.0), ()))}, node)
+        rest = _slice(ctx, node, y, axis, 1, n) if reverse else _slice(ctx, node, y, axis, 0, n - 1)
+        y = ctx.emit("concat", [rest, one] if reverse else [one, rest], {"axis": axis}, node) if n > 1 else one
+    ctx.emit("identity", [y], {}, node, out=node.output[0])
+
+
+HANDLERS = {
+    "Hardmax": (hardmax, {13}),
+    "ReduceProd": (reduce_prod, {1, 11, 13, 18}),
+    "LpNormalization": (lp_normalization, {1, 22}),
+    "LpPool": (lp_pool, {11, 18, 22}),
+    "MaxPool": (max_pool, {12, 22}),
+    "AveragePool": (average_pool, {11, 19, 22}),
+    "CumProd": (cum_prod, {26}),
+}

@@ -1,0 +1,103 @@
+"""ONNX ops composed of IR ops MRT already has (mrt.onnx_import.ops_tail): each a one-node model with a symbolic
+batch, imported and compared with onnxruntime (onnx's reference evaluator for ops onnxruntime lacks) in float,
+then converted and run on CVM."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from mrt.errors import UnsupportedOp
+from mrt.float_exec import run_float
+from mrt.onnx_import import import_onnx
+from mrt.pipeline import convert
+
+N = helper.make_node
+
+
+def _model(node, shape, inits=None, opset=18, inputs=("x",), out_shape=None):
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(i, TensorProto.FLOAT, ["N", *shape]) for i in inputs],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, out_shape)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _i64(*values):
+    return np.asarray(values, np.int64)
+
+
+# name: (node, per-sample input shape, initializers, opset)
+CASES = {
+    "hardmax": (N("Hardmax", ["x"], ["y"], axis=1), (5, 7), {}, 13),
+    "hardmax_last": (N("Hardmax", ["x"], ["y"]), (3, 6), {}, 13),
+    "reduce_prod": (N("ReduceProd", ["x", "a"], ["y"], keepdims=0), (3, 5, 2), {"a": _i64(2)}, 18),
+    "reduce_prod_keep": (N("ReduceProd", ["x", "a"], ["y"]), (4, 3), {"a": _i64(1, 2)}, 18),
+    "l1_normalization": (N("LpNormalization", ["x"], ["y"], axis=1, p=1), (4, 3), {}, 22),
+    "l2_normalization": (N("LpNormalization", ["x"], ["y"]), (3, 5), {}, 22),
+    "lp_pool_2d": (N("LpPool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], p=2), (2, 6, 6), {}, 18),
+    "lp_pool_1d": (N("LpPool", ["x"], ["y"], kernel_shape=[3], strides=[2], p=3), (2, 9), {}, 18),
+    "lp_pool_3d": (N("LpPool", ["x"], ["y"], kernel_shape=[2, 2, 2], p=2), (2, 3, 4, 4), {}, 18),
+    "max_pool_3d": (N("MaxPool", ["x"], ["y"], kernel_shape=[2, 3, 2], strides=[1, 2, 1], pads=[1, 0, 1, 0, 1, 1]),
+                    (2, 4, 5, 5), {}, 18),
+    "avg_pool_3d": (N("AveragePool", ["x"], ["y"], kernel_shape=[3, 2, 2], pads=[1, 1, 0, 1, 0, 1], ceil_mode=1,
+                      strides=[2, 2, 2]), (2, 5, 5, 5), {}, 19),
+    "avg_pool_3d_count_pad": (N("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2], pads=[1, 1, 1, 0, 0, 0],
+                                count_include_pad=1), (2, 3, 4, 4), {}, 19),
+    "cum_prod": (N("CumProd", ["x", "a"], ["y"]), (3, 5), {"a": _i64(2)}, 26),
+    "cum_prod_reverse_exclusive": (N("CumProd", ["x", "a"], ["y"], reverse=1, exclusive=1), (6, 2), {"a": _i64(1)},
+                                   26),
+}
+
+
+def _sample(name, shape, n, seed):
+    rng = np.random.default_rng(seed)
+    if name.startswith(("reduce_prod", "cum_prod")):  # products of factors near 1 stay in range
+        return (rng.uniform(0.5, 1.5, size=(n, *shape)) * rng.choice([-1, 1], size=(n, *shape))).astype(np.float32)
+    if name.startswith("hardmax"):  # whole numbers: the input's 8 bits keep them apart (ties stay ties)
+        return np.round(rng.normal(scale=4, size=(n, *shape))).astype(np.float32)
+    return rng.normal(size=(n, *shape)).astype(np.float32)
+
+
+def _expected(model, x):
+    """onnxruntime's output, or the reference evaluator's where onnxruntime does not run the opset."""
+    import onnxruntime as ort
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, {"x": x})[0]
+    except Exception:  # noqa: BLE001 - an opset onnxruntime does not implement yet
+        return ReferenceEvaluator(model).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_float_import_matches_onnx(name):
+    node, shape, inits, opset = CASES[name]
+    model = _model(node, shape, inits, opset)
+    x = _sample(name, shape, 3, 0)
+    got = run_float(import_onnx(model), {"x": x})["y"]
+    np.testing.assert_allclose(got, _expected(model, x), rtol=1e-4, atol=1e-5)
+
+
+def _cosine(a, b):
+    a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_converted_close_to_float(name):
+    node, shape, inits, opset = CASES[name]
+    model = _model(node, shape, inits, opset)
+    m = convert(model, _sample(name, shape, 64, 1), progress=False)
+    x = _sample(name, shape, 8, 2)
+    got = m.dequantize_output(m.run(m.quantize_input(x), backend="reference"), m.graph.outputs[0])
+    want = _expected(model, x)
+    assert got.shape == want.shape
+    assert _cosine(got, want) > 0.99, name
+
+
+@pytest.mark.parametrize("node, shape, inits, opset, message", [
+    (N("LpNormalization", ["x"], ["y"], p=3), (4,), {}, 22, "p=3"),
+    (N("CumProd", ["x", "a"], ["y"]), (4,), {"a": _i64(0)}, 26, "batch axis"),
+])
+def test_refusals(node, shape, inits, opset, message):
+    with pytest.raises(UnsupportedOp, match=message):
+        import_onnx(_model(node, shape, inits, opset))
