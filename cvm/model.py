@@ -116,7 +116,7 @@ class Model:
         batch = None
         out = {}
         for spec in self.inputs:
-            x = _as_array(named[spec.name], spec.name)
+            x = numeric(_as_array(named[spec.name], spec.name))  # int4, uint2 ...: int8
             if x.dtype.kind not in "iu":
                 raise InputError(f"input {spec.name!r} must hold integers, got dtype {x.dtype} "
                                  "(use Model.quantize_input for float data)")
@@ -191,9 +191,14 @@ class Model:
             raise InputError(f"input {spec.name!r} has no scale in the model metadata")
         m = bits_max(spec.bits)
         scale = np.asarray(spec.scale, np.float64)  # per tensor, or per feature (last axis)
-        x = _as_array(x, spec.name)
+        x = numeric(_as_array(x, spec.name))
         if x.dtype.kind not in "iufb":
             raise InputError(f"input {spec.name!r} must hold numbers or booleans, got dtype {x.dtype}")
+        if x.dtype.kind in "iu" and x.size and scale.size == 1 and float(scale) == 1.0:
+            lo, hi = int(x.min()), int(x.max())  # exact for uint64 too, where float64 is not
+            if lo < -m or hi > m:  # an integer input (a token id, a count): clipping would change its meaning
+                raise InputError(f"input {spec.name!r} holds integers in [{lo}, {hi}], outside the [{-m}, {m}] "
+                                 f"of its {spec.bits} bits (the range it was calibrated to)")
         x = x.astype(np.float64, copy=False)  # a boolean (a mask, a flag) is 0 or 1
         if x.size and not np.isfinite(x).all():
             bad = np.argwhere(~np.isfinite(x))[0]
@@ -267,6 +272,24 @@ class Model:
 
 def _sample_bytes(spec: TensorSpec) -> int:
     return int(np.prod(spec.shape[1:], dtype=np.int64)) * spec.dtype.itemsize
+
+
+# The numpy dtypes ml_dtypes adds for ONNX's narrow types (numpy kind "V"): every value of the floats is exactly a
+# float32 value (bfloat16, float8, float6, float4), every value of the integers an int8 (int4, uint4, int2, uint2).
+NARROW_FLOATS = frozenset({"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                           "float8_e4m3b11fnuz", "float8_e4m3", "float8_e3m4", "float8_e8m0fnu", "float6_e2m3fn",
+                           "float6_e3m2fn", "float4_e2m1fn"})
+NARROW_INTEGERS = frozenset({"int4", "uint4", "int2", "uint2"})
+
+
+def numeric(x: np.ndarray) -> np.ndarray:
+    """An array of a narrow ml_dtypes type as the numpy type that holds its values exactly (float32, int8);
+    any other array as it is. The conversion is a registered cast: cvm does not import ml_dtypes."""
+    if x.dtype.name in NARROW_FLOATS:
+        return x.astype(np.float32)
+    if x.dtype.name in NARROW_INTEGERS:
+        return x.astype(np.int8)
+    return x
 
 
 def _as_array(x, name: str) -> np.ndarray:

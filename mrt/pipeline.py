@@ -15,6 +15,9 @@ from eth_hash.auto import keccak
 
 import cvm
 from cvm.clikit import read_arrays
+from cvm.arith import bits_max
+from cvm.limits import MAX_BITS
+from cvm.model import numeric
 from mrt import bias_choice, width_choice
 from mrt.progress import ticker
 from mrt.calibrate import calibrate, data_hash
@@ -78,12 +81,16 @@ def _calibration_array(name: str, a, continuous: bool = True) -> np.ndarray:
     one sample repeated (e.g. all zeros) gives ranges that fit no real input. An index or mask input
     (`continuous` False) has no range to calibrate: it may be constant."""
     try:
-        a = np.asarray(a)
+        a = numeric(np.asarray(a))  # float8, int4 ...: the float32 or int8 values they hold exactly
     except ValueError as e:
         raise BadInput(f"calibration data {name!r} is not a rectangular array ({e})") from None
     if a.dtype.kind not in "iufb" or a.ndim == 0 or len(a) == 0:
         raise BadInput(f"calibration data {name!r} must be a non-empty numeric array with a batch axis, "
                        f"got dtype {a.dtype} shape {a.shape}")
+    top = bits_max(MAX_BITS)
+    if a.dtype.kind in "iu" and not continuous and a.size and (int(a.min()) < -top or int(a.max()) > top):
+        raise BadInput(f"calibration data {name!r} holds integers in [{int(a.min())}, {int(a.max())}], beyond the "
+                       f"[{-top}, {top}] of a CVM integer input ({MAX_BITS} bits)")
     a = a.astype(np.float32, copy=False)
     bad = int(np.count_nonzero(~np.isfinite(a)))
     if bad:

@@ -22,12 +22,21 @@ from mrt.graph import TensorSpec
 # ONNX input type -> IR input dtype: integers and booleans (token ids, attention masks, flags) stay integers,
 # which the quantizer gives scale 1 and the calibrated range's bits (mrt.quantize.rules_text.integer_input); the
 # float run computes on them as float32, exact below 2^24. Wider floats are read as float32 (MRT quantizes them).
+# The narrow types numpy lacks (ml_dtypes': int4, float8, ...) hold only values int8 or float32 hold exactly
+# (cvm.model.numeric converts a client's array of them). Integers (uint64 too) are refused beyond CVM's 32 bits in
+# calibration data (mrt.pipeline) and beyond the bits the input was calibrated to at run time (Model.quantize_input).
+_FLOATS = ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+           "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT4E2M1", "FLOAT6E2M3", "FLOAT6E3M2")
+_INTEGERS = ("INT64", "INT32", "INT16", "INT8", "INT4", "INT2", "UINT64", "UINT32", "UINT16", "UINT8", "UINT4",
+             "UINT2", "BOOL")
 INPUT_DTYPES = {
-    TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float32", TensorProto.FLOAT16: "float32",
-    TensorProto.BFLOAT16: "float32",
-    **{t: "int64" for t in (TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8,
-                            TensorProto.UINT16, TensorProto.UINT8, TensorProto.BOOL)},
+    **{getattr(TensorProto, t): "float32" for t in _FLOATS if hasattr(TensorProto, t)},  # an older onnx lacks some
+    **{getattr(TensorProto, t): "int64" for t in _INTEGERS if hasattr(TensorProto, t)},
 }
+# The element types whose values are floats: a graph output of one is a float output (a float8 output of
+# Identity or Reshape holds float8 values, not integers); Cast to a narrow float rounds to its grid, which MRT does not
+# model (ops_core's Cast refuses it).
+FLOAT_ELEM_TYPES = frozenset(t for t, dtype in INPUT_DTYPES.items() if dtype == "float32")
 
 
 def _dim(d):
@@ -75,8 +84,8 @@ def graph_input(vi, given=None, axis=0) -> tuple[TensorSpec, int | None]:
     t = vi.type.tensor_type
     if not vi.type.HasField("tensor_type") or t.elem_type not in INPUT_DTYPES:
         kind = TensorProto.DataType.Name(t.elem_type) if vi.type.HasField("tensor_type") else "a non-tensor"
-        raise UnsupportedOp(f"graph input {vi.name!r}: {kind} inputs are not supported (float, double, float16, "
-                            "bfloat16, bool and integers up to 64 bits but uint32/uint64)")
+        raise UnsupportedOp(f"graph input {vi.name!r}: {kind} inputs are not supported (floats up to 64 bits, "
+                            "float8, float6, float4, bool, integers up to 64 bits)")
     if not t.HasField("shape"):
         raise UnsupportedOp(f"graph input {vi.name!r}: needs a declared shape")
     if any(d.HasField("dim_value") and d.dim_value == 0 for d in t.shape.dim):

@@ -134,8 +134,8 @@ def _refusal_reason(case):
 
 
 def _dtype_reason(case):
-    """Cases with an input of a type the import refuses (complex numbers, strings) test a variant of the op for that type; cases written at an opset newer than MRT checks
-    are refused by name too."""
+    """Cases with an input of a type the import refuses (complex numbers, strings) test a variant of the op for
+    that type; cases written at an opset newer than MRT checks are refused by name too."""
     opset = max((o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset > MAX_OPSET:
         return f"opset {opset} model: MRT imports opsets up to {MAX_OPSET}"
