@@ -10,11 +10,14 @@ that are constant linear maps of their input (ops_tail_maps), are imported in op
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import import ops_nn
+from mrt.onnx_import import batch_major, ops_nn
 from mrt.onnx_import.attrs import where
+from mrt.onnx_import.forms import WHOLE, stored
 from mrt.onnx_import.ops_reduce import _reduce_axes
 from mrt.onnx_import.ops_shape import _axes, _const_ints
 
@@ -188,6 +191,141 @@ def cum_prod(ctx, node, attrs):
     ctx.emit("identity", [y], {}, node, out=node.output[0])
 
 
+
+
+# -- Einsum ---------------------------------------------------------------------------------------------------
+
+def _subscripts(equation, ranks):
+    """([labels of each operand], output labels) of an equation, "..." spelled as digit labels (aligned from the
+    right, as numpy broadcasts) and an implicit output made explicit (the ellipsis, then the labels used once)."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ValueError(f"{len(terms)} operands in the equation, {len(ranks)} given")
+    widths = [r - len(t.replace("...", "")) for t, r in zip(terms, ranks)]
+    ell = "".join(str(d) for d in range(max(widths, default=0)))
+    ops = [t.replace("...", ell[len(ell) - w:]) if "..." in t else t for t, w in zip(terms, widths)]
+    if not arrow:
+        once = sorted(c for c in set("".join(ops)) if c.isalpha() and "".join(ops).count(c) == 1)
+        return ops, ell + "".join(once)
+    return ops, rhs.replace("...", ell)
+
+
+def _diagonal(ctx, node, x, labels):
+    """Repeated labels of one operand (a diagonal): the two axes moved last, merged, every (n+1)-th taken."""
+    for c in dict.fromkeys(labels):
+        while labels.count(c) > 1:
+            p = labels.index(c)
+            q = labels.index(c, p + 1)
+            rest = [a for a in range(len(labels)) if a not in (p, q)]
+            n, full = ctx.full[x][p], ctx.full[x]
+            x = ctx.emit("transpose", [x], {"perm": (*rest, p, q)}, node)
+            x = ctx.emit("reshape", [x], {"shape": (*[full[a] for a in rest[1:]], n * n)}, node)
+            x = ctx.emit("slice", [x], {"axes": (len(rest),), "starts": (0,), "ends": (n * n,), "steps": (n + 1,)},
+                         node)
+            labels = "".join(labels[a] for a in rest) + c
+    return x, labels
+
+
+def _arrange(ctx, node, x, labels, order):
+    """x with its axes in `order` (a string of its labels)."""
+    if labels == order:
+        return x
+    return ctx.emit("transpose", [x], {"perm": tuple(labels.index(c) for c in order)}, node)
+
+
+def _sizes(ctx, x, labels):
+    return {c: ctx.full[x][k] for k, c in enumerate(labels) if k}
+
+
+def _pair(ctx, node, a, b, keep):
+    """The contraction of two operands (tensor, labels) over the labels they share outside `keep`: a matmul of
+    (batch, free of a, shared) by (batch, shared, free of b); a constant second operand is a dense layer."""
+    (x, la), (y, lb) = a, b
+    batch = "".join(c for c in la if c in lb and c in keep)
+    shared = "".join(c for c in la if c in lb and c not in keep)
+    fa, fb = "".join(c for c in la if c not in lb), "".join(c for c in lb if c not in la)
+    sa = _sizes(ctx, x, la)
+    if isinstance(y, np.ndarray):
+        if batch:
+            raise UnsupportedOp(f"{where(node)}: a constant operand shares the batch labels {batch!r}")
+        w = np.transpose(y, [lb.index(c) for c in shared + fb]).reshape(-1, math.prod(y.shape[lb.index(c)] for c in fb))
+        flat = _arrange(ctx, node, x, la, fa + shared)
+        flat = ctx.emit("reshape", [flat], {"shape": (*[sa[c] for c in fa[1:]], w.shape[0])}, node)
+        out = ctx.emit("dense", [flat, ctx.add_const(f"{node.output[0]}/w", w.T)], {}, node)
+        sizes = {**sa, **{c: y.shape[lb.index(c)] for c in fb}}
+        return ctx.emit("reshape", [out], {"shape": tuple(sizes[c] for c in (fa + fb)[1:])}, node), fa + fb
+    sb = _sizes(ctx, y, lb)
+    if any(sa[c] != sb[c] for c in (batch + shared)[1:]):
+        raise UnsupportedOp(f"{where(node)}: operands broadcast along labels {batch + shared!r}")
+    bt, m, k = (math.prod(sa[c] for c in s) for s in (batch[1:], fa, shared))
+    n = math.prod(sb[c] for c in fb)
+    x = ctx.emit("reshape", [_arrange(ctx, node, x, la, batch + fa + shared)], {"shape": (bt, m, k)}, node)
+    y = ctx.emit("reshape", [_arrange(ctx, node, y, lb, batch + shared + fb)], {"shape": (bt, k, n)}, node)
+    out = ctx.emit("matmul", [x, y], {}, node)
+    sizes = {**sa, **sb}
+    return ctx.emit("reshape", [out], {"shape": tuple(sizes[c] for c in (batch + fa + fb)[1:])}, node), \
+        batch + fa + fb
+
+
+def einsum(ctx, node, attrs):
+    """Einsum as diagonals, sums, transposes and matmuls. Axis 0 of every activation is the batch: it must have one
+    label, first in every activation and in the output (whole tensors get one: einsum_whole)."""
+    equation = attrs.get("equation")
+    try:
+        terms, out = _subscripts(equation, [len(ctx.shape(i, node)) for i in node.input])
+    except ValueError as e:
+        raise UnsupportedOp(f"{where(node)}: equation {equation!r}: {e}") from None
+    acts = [t for i, t in zip(node.input, terms) if not ctx.is_const(i)]
+    first = acts[0][:1]
+    if any(t[:1] != first or t[1:].count(first) for t in acts) or out[:1] != first or any(
+            first in t for i, t in zip(node.input, terms) if ctx.is_const(i)):
+        raise UnsupportedOp(f"{where(node)}: equation {equation!r} moves or mixes the batch axis")
+    if len(out) < 2:
+        raise UnsupportedOp(f"{where(node)}: the result is one number per sample, which CVM has no form for")
+    ops = []
+    for name, labels in zip(node.input, terms):
+        if ctx.is_const(name):
+            unique = "".join(dict.fromkeys(labels))
+            x, labels = np.einsum(f"{labels}->{unique}", ctx.consts[name].astype(np.float64)), unique
+        else:
+            x, labels = _diagonal(ctx, node, ctx.tensor(name, node), labels)
+        ops.append((x, labels))
+    ops.sort(key=lambda t: isinstance(t[0], np.ndarray))  # the activations first: a constant is only ever a second operand
+    value = ops[0]
+    for k in range(len(ops)):
+        later = out + "".join(t[1] for t in ops[k + 1:])
+        x, labels = value if k == 0 else _pair(ctx, node, value, ops[k], later)
+        alone = [a for a, c in enumerate(labels) if c not in later]
+        if alone:
+            x = ctx.emit("sum", [x], {"axes": tuple(alone), "keepdims": 0}, node)
+            labels = "".join(c for c in labels if c in later)
+        value = (x, labels)
+    ctx.emit("identity", [_arrange(ctx, node, *value, out)], {}, node, out=node.output[0])
+
+
+def einsum_whole(ctx, node, a):
+    """Einsum on whole tensors (for mrt.onnx_import.whole_form): a new first label on every activation and on the
+    output, the batch every sample's einsum runs over."""
+    terms, out = _subscripts(a.get("equation"), [len(ctx.onnx_shape(i, node)) for i in node.input])
+    label = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in "".join(terms) + out)
+    inputs = [i if ctx.is_const(i) else stored(ctx, i, node, WHOLE) for i in node.input]
+    terms = [t if ctx.is_const(i) else label + t for i, t in zip(node.input, terms)]
+    return batch_major._with(node, inputs=inputs, equation=f"{','.join(terms)}->{label}{out}")
+
+
+def cum_prod_whole(ctx, node, a):
+    """CumProd on whole tensors (for mrt.onnx_import.whole_form): the axis input moved past the batch axis."""
+    rank = len(ctx.onnx_shape(node.input[0], node))
+    axis = batch_major._norm(_const_ints(ctx, node, 1, "CumProd axis")[0], rank)
+    lifted = batch_major._with(node, inputs=[stored(ctx, node.input[0], node, WHOLE), *node.input[1:]])
+    return batch_major._ints_input(ctx, lifted, 1, axis + 1)
+
+
+# the whole-tensor translations of these ops (mrt.onnx_import.whole_form.WHOLE_FORMS's form)
+WHOLE_FORMS = {"Einsum": einsum_whole, "CumProd": cum_prod_whole}
+
 HANDLERS = {
     "Hardmax": (hardmax, {13}),
     "ReduceProd": (reduce_prod, {1, 11, 13, 18}),
@@ -196,4 +334,5 @@ HANDLERS = {
     "MaxPool": (max_pool, {12, 22}),
     "AveragePool": (average_pool, {11, 19, 22}),
     "CumProd": (cum_prod, {26}),
+    "Einsum": (einsum, {12, 28}),
 }

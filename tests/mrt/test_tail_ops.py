@@ -101,3 +101,69 @@ def test_converted_close_to_float(name):
 def test_refusals(node, shape, inits, opset, message):
     with pytest.raises(UnsupportedOp, match=message):
         import_onnx(_model(node, shape, inits, opset))
+
+
+def _einsum_model(equation, shapes, consts=None):
+    node = N("Einsum", [*shapes, *(consts or {})], ["y"], equation=equation)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", *s]) for n, s in shapes.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in (consts or {}).items()])
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 18)])
+
+
+W = np.random.default_rng(5).normal(size=(3, 4)).astype(np.float32)
+EINSUM = {  # equation: (per-sample activation shapes, constants); the batch label b first
+    "bij,bjk->bik": ({"a": (2, 3), "c": (3, 4)}, None),
+    "bhij,bhkj->bhik": ({"a": (2, 3, 4), "c": (2, 5, 4)}, None),
+    "bij->bji": ({"a": (2, 3)}, None),
+    "bij->bi": ({"a": (2, 3)}, None),
+    "b...ii->b...i": ({"a": (2, 4, 4)}, None),
+    "bij,jk->bki": ({"a": (2, 3)}, {"w": W}),
+    "bi,bj->bij": ({"a": (3,), "c": (4,)}, None),
+    "bij,bj->bi": ({"a": (3, 4), "c": (4,)}, None),
+}
+
+
+@pytest.mark.parametrize("equation", sorted(EINSUM))
+def test_einsum(equation):
+    shapes, consts = EINSUM[equation]
+    model = _einsum_model(equation, shapes, consts)
+    rng = np.random.default_rng(3)
+    feeds = {n: rng.normal(size=(4, *s)).astype(np.float32) for n, s in shapes.items()}
+    import onnxruntime as ort
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_allclose(run_float(import_onnx(model), feeds)["y"], want, rtol=1e-4, atol=1e-5)
+    calib = {n: rng.normal(size=(64, *s)).astype(np.float32) for n, s in shapes.items()}
+    m = convert(model, calib, progress=False)
+    got = m.run({m.graph.inputs[k].name: m.quantize_input(feeds[n], m.graph.inputs[k].name)
+                 for k, n in enumerate(shapes)}, backend="reference")
+    got = m.dequantize_output(got if not isinstance(got, dict) else got[m.graph.outputs[0]], m.graph.outputs[0])
+    assert _cosine(got, want) > 0.99
+
+
+def test_einsum_refuses_a_moved_batch_axis():
+    with pytest.raises(UnsupportedOp, match="batch axis"):
+        import_onnx(_einsum_model("bij->jb", {"a": (2, 3)}))
+
+
+@pytest.mark.parametrize("equation, shapes, axis", [("...ii ->...i", {"a": (3, 5, 5)}, None),
+                                                    ("ij,jk", {"a": (2, 3), "c": (3, 4)}, None),
+                                                    (None, {"x": (2, 3)}, 1)])
+def test_whole_form_translations(monkeypatch, equation, shapes, axis):
+    """Einsum and CumProd on inputs whose ONNX axis 0 is not 1 (imported whole, ops_tail.WHOLE_FORMS)."""
+    from mrt.onnx_import import ops_tail, whole_form
+    for op, translate in ops_tail.WHOLE_FORMS.items():
+        monkeypatch.setitem(whole_form.WHOLE_FORMS, op, translate)
+    if equation is None:
+        node, inits = N("CumProd", ["x", "a"], ["y"], exclusive=1), [numpy_helper.from_array(np.int64(axis), "a")]
+    else:
+        node, inits = N("Einsum", list(shapes), ["y"], equation=equation), []
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                                            for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 26)])
+    feeds = {n: np.random.default_rng(4).normal(size=s).astype(np.float32) for n, s in shapes.items()}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    got = run_float(import_onnx(model), {n: v[None] for n, v in feeds.items()})["y"][0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
