@@ -12,6 +12,9 @@ Every IR tensor is float32; these ops read their integer operands rounded to the
   when `signed`), RIGHT is floor(x / 2^s) (an arithmetic shift); a shift below 0 or of `bits` or more gives
   what the sign fill alone gives: -1 for RIGHT of a negative x, else 0. bits 0: a type MRT was not told, where
   LEFT does not wrap (the quantizer refuses it unless no product can reach 2^31).
+- take_along(x, indices; axis, integer): numpy's take_along_axis (ONNX's GatherElements; Gather is one with the
+  data reshaped), other axes broadcast; a negative index counts from the end, one out of range gives 0. integer:
+  x holds integers (the quantizer keeps them exact).
 """
 from __future__ import annotations
 
@@ -81,9 +84,27 @@ def bit_shift_shape(x, s, *, direction, bits, signed):
     return broadcast(x, s, op="bit_shift")
 
 
+def take_along(x, idx, *, axis, integer):
+    n = x.shape[axis]
+    (i,) = _ints(idx)
+    i = np.where(i < 0, i + n, i)
+    inside = (i >= 0) & (i < n)
+    picked = np.take_along_axis(np.asarray(x, F32), np.where(inside, i, 0), axis=axis)
+    return np.where(inside, picked, F32(0)).astype(F32)
+
+
+def take_along_shape(x, idx, *, axis, integer):
+    if len(x) != len(idx) or not 0 < axis < len(x) or integer not in (0, 1):
+        raise GraphError(f"take_along: data {x} and indices {idx} of one rank, axis {axis} past the batch axis, "
+                         f"integer {integer!r} 0 or 1")
+    others = broadcast(x[:axis] + (1,) + x[axis + 1:], idx[:axis] + (1,) + idx[axis + 1:], op="take_along")
+    return others[:axis] + (idx[axis],) + others[axis + 1:]
+
+
 # name: (run, shape rule, attribute names, (min inputs, max inputs))
 INTEGER: dict = {
     "int_div": (int_div, _binary_shape("int_div"), (), (2, 2)),
     "mod": (mod, mod_shape, ("fmod", "integer"), (2, 2)),
     "bit_shift": (bit_shift, bit_shift_shape, ("direction", "bits", "signed"), (2, 2)),
+    "take_along": (take_along, take_along_shape, ("axis", "integer"), (2, 2)),
 }

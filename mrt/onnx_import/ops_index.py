@@ -11,7 +11,7 @@ import numpy as np
 
 from mrt.errors import UnsupportedOp
 from mrt.onnx_import.attrs import where
-from mrt.onnx_import.forms import WHOLE, set_form, stored
+from mrt.onnx_import.forms import WHOLE, form, set_form, stored
 from mrt.onnx_import.ops_shape import _pick
 
 
@@ -95,22 +95,85 @@ def cumsum(ctx, node, attrs):
 
 
 def gather_elements(ctx, node, attrs):
-    """GatherElements(table, indices) with a constant table whose axes other than `axis` have size 1 (a position
-    buffer broadcast along them) and computed indices: out[p] = table[..., indices[p], ...], an embedding lookup of
-    the table's entries (the indices rounded to integers, mrt.quantize.rules_text.embed)."""
+    """GatherElements(data, indices) along `axis`: out[p] = data[p with indices[p] on that axis]. A constant table
+    whose axes other than `axis` have size 1 (a position buffer broadcast along them) read by computed indices is an
+    embedding lookup (the indices rounded to integers, mrt.quantize.rules_text.embed); anything else is the IR's
+    take_along on the data cut to the indices' size along the other axes."""
     data, idx = node.input
-    if ctx.is_const(idx) or not ctx.is_const(data):
-        raise UnsupportedOp(f"{where(node)}: GatherElements needs a constant table and computed indices")
-    table = np.asarray(ctx.const(data, node, "GatherElements data"))
-    s = ctx.onnx_shape(idx, node)
+    s, d = ctx.onnx_shape(idx, node), ctx.onnx_shape(data, node)
     axis = attrs.get("axis", 0)
-    axis = axis + table.ndim if axis < 0 else axis
-    if table.ndim != len(s) or any(d != 1 for a, d in enumerate(table.shape) if a != axis):
-        raise UnsupportedOp(f"{where(node)}: a table of shape {list(table.shape)} varies along axes other than "
-                            f"{axis}; only a table broadcast along them is supported")
-    rows = ctx.add_const(f"{node.output[0]}/table", table.reshape(-1, 1).astype(np.float32))
-    looked = ctx.emit("embed", [stored(ctx, idx, node, WHOLE), rows], {}, node)
-    ctx.emit("reshape", [looked], {"shape": tuple(s)}, node, out=node.output[0])
+    axis = axis + len(d) if axis < 0 else axis
+    if len(d) != len(s) or not 0 <= axis < len(d) or any(q > n for a, (q, n) in enumerate(zip(s, d)) if a != axis):
+        raise UnsupportedOp(f"{where(node)}: indices of shape {list(s)} for data of shape {list(d)} on axis {axis}")
+    if ctx.is_const(data) and not ctx.is_const(idx) and all(n == 1 for a, n in enumerate(d) if a != axis):
+        table = np.asarray(ctx.consts[data], np.float32)
+        rows = ctx.add_const(f"{node.output[0]}/table", table.reshape(-1, 1))
+        looked = ctx.emit("embed", [stored(ctx, idx, node, WHOLE), rows], {}, node)
+        ctx.emit("reshape", [looked], {"shape": tuple(s)}, node, out=node.output[0])
+    else:
+        cut = tuple(n if a == axis else q for a, (q, n) in enumerate(zip(s, d)))
+        _take_along(ctx, node, _cut(ctx, node, data, d, cut), _whole(ctx, node, idx), axis, math.prod(s), d[axis],
+                    node.output[0])
+    set_form(ctx, node.output[0], WHOLE)
+
+
+MAX_TAKE = 1 << 20  # one sample's products in a selection by computed indices (take_along compares each index
+# with every position along its axis)
+
+
+def _whole(ctx, node, name, shape=None):
+    """An input as an IR tensor of the whole ONNX tensor (reshaped to `shape`): an activation stored whole, a
+    constant with a leading 1 for the batch axis."""
+    if ctx.is_const(name):
+        value = np.asarray(ctx.consts[name], np.float32)
+        return ctx.add_const(f"{node.output[0]}/{name}", value.reshape(1, *(shape or value.shape)))
+    x = stored(ctx, name, node, WHOLE)
+    return x if shape is None else ctx.emit("reshape", [x], {"shape": tuple(shape)}, node)
+
+
+def _cut(ctx, node, data, d, cut):
+    """The data cut to the ONNX shape `cut` (each axis from its start)."""
+    if ctx.is_const(data):
+        value = np.asarray(ctx.consts[data], np.float32)[tuple(slice(0, q) for q in cut)]
+        return ctx.add_const(f"{node.output[0]}/table", value.reshape(1, *cut))
+    x = stored(ctx, data, node, WHOLE)
+    axes = tuple(a + 1 for a in range(len(d)) if cut[a] != d[a])
+    if not axes:
+        return x
+    return ctx.emit("slice", [x], {"axes": axes, "starts": (0,) * len(axes), "ends": tuple(cut[a - 1] for a in axes),
+                                   "steps": (1,) * len(axes)}, node)
+
+
+def _take_along(ctx, node, x, idx, axis, size, n, out):
+    """IR take_along of whole tensors x and idx along ONNX axis `axis` (n positions) for an output of `size`
+    elements, within MAX_TAKE."""
+    if size * n > MAX_TAKE:
+        raise UnsupportedOp(f"{where(node)}: selecting by computed indices compares each index with every position "
+                            f"along the axis: {size} x {n} products, over {MAX_TAKE}")
+    return ctx.emit("take_along", [x, idx], {"axis": axis + 1, "integer": int(node.output[0] in ctx.integer_tensors)},
+                    node, out=out)
+
+
+def gather(ctx, node, attrs):
+    """Gather(data, indices) along `axis` by computed indices from an activation (or from a constant along another
+    axis than its rows): take_along of data as (pre, n, post) by the flattened indices as (1, Q, 1), reshaped to
+    data.shape[:axis] + indices.shape + data.shape[axis + 1:]. Called on either form (one_sample.py), it works on
+    whole tensors; the whole-tensor import gives an activation's axis + 1."""
+    data, idx = node.input
+    d, s = ctx.onnx_shape(data, node), ctx.onnx_shape(idx, node)
+    axis = attrs.get("axis", 0)
+    if not ctx.is_const(data) and form(ctx, data) is WHOLE:  # one_sample's whole-tensor import: the axis + 1
+        axis = (axis + len(d) + 1 if axis < 0 else axis) - 1
+    else:
+        axis = axis + len(d) if axis < 0 else axis
+    if not 0 <= axis < len(d):
+        raise UnsupportedOp(f"{where(node)}: axis {attrs.get('axis', 0)} out of range for data of rank {len(d)}")
+    out = (*d[:axis], *s, *d[axis + 1:])
+    if not out:
+        raise UnsupportedOp(f"{where(node)}: the result is a scalar (CVM has no rank-0 sample)")
+    x = _whole(ctx, node, data, (math.prod(d[:axis]), d[axis], math.prod(d[axis + 1:])))
+    picked = _take_along(ctx, node, x, _whole(ctx, node, idx, (1, math.prod(s), 1)), 1, math.prod(out), d[axis], None)
+    ctx.emit("reshape", [picked], {"shape": out}, node, out=node.output[0])
     set_form(ctx, node.output[0], WHOLE)
 
 
@@ -144,5 +207,6 @@ def never(ctx, node, attrs):
 
 
 # these handlers choose their tensors' forms themselves (forms.stored): one_sample calls them as they are
-HANDLERS = {"GatherND": (gather_nd, {11, 12, 13}), "GatherElements": (gather_elements, {11, 13}), "CumSum": (cumsum, {11, 14}), "IsNaN": (never, {9, 13, 20}),
-            "IsInf": (never, {10, 20}), "OneHot": (one_hot, {11, 28})}  # OneHot 28 adds bfloat16
+HANDLERS = {"GatherND": (gather_nd, {11, 12, 13}), "GatherElements": (gather_elements, {11, 13}),
+            "CumSum": (cumsum, {11, 14}), "IsNaN": (never, {9, 13, 20}), "IsInf": (never, {10, 20}),
+            "OneHot": (one_hot, {11, 28})}  # OneHot 28 adds bfloat16

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import import ops_core, ops_integer, ops_shape
+from mrt.onnx_import import ops_core, ops_shape
 from mrt.onnx_import.attrs import where
 
 
@@ -94,7 +94,8 @@ def div(ctx, node, attrs):
     """A batched divisor is an IR div_tensor (mrt.quantize.rules_text.div_tensor divides in integers)."""
     a, b = node.input
     if node.output[0] in ctx.integer_tensors and not (ctx.is_const(a) and ctx.is_const(b)):
-        return ops_integer.int_div(ctx, node, attrs)  # ONNX truncates an integer division
+        # ONNX truncates an integer division: IR int_div (mrt.float_ops.integer, mrt.quantize.rules_integer)
+        return ctx.emit("int_div", [ctx.tensor(a, node), ctx.tensor(b, node)], {}, node, out=node.output[0])
     if ctx.is_const(b):
         return ops_core.binary("div")(ctx, node, attrs)
     if ctx.is_const(a):

@@ -24,10 +24,12 @@ import numpy as np
 from cvm.arith import bits_for, bits_max
 from cvm.errors import VerifyError
 from cvm.limits import MAX_BITS
+from mrt.quantize.axes import _axis as per_sample_axis
 from mrt.quantize.rules import _const, _node_name, _operand
 from mrt.quantize.state import QT, QuantizeError
 
 FLOAT_MOD_BITS = 16  # a float mod's common scale: the larger operand range over 2^15 - 1 steps
+TABLE_BITS = 16  # a float constant read by take_along: its largest magnitude over 2^15 - 1 steps
 
 
 class _Ints:
@@ -106,7 +108,8 @@ class _Ints:
 
 
 NUMPY = {"mul": np.multiply, "sub": np.subtract, "add": np.add, "div": lambda a, e: (2 * a + e) // (2 * e),
-         "clip": lambda x, lo, hi: np.clip(x, lo, hi)}
+         "clip": lambda x, lo, hi: np.clip(x, lo, hi), "reshape": lambda x, shape: x.reshape(shape),
+         "sum": lambda x, axes, keepdims: x.sum(axis=tuple(axes), keepdims=bool(keepdims))}
 
 
 def _activation(ints, v):
@@ -146,4 +149,37 @@ def mod(qz, node) -> QT:
     return QT(name=_activation(ints, r), scale=np.asarray(scale), exact=integer)
 
 
-RULES: dict = {"int_div": int_div, "mod": mod}
+def _data(qz, ints, fname, integer):
+    """The values take_along reads: (integers, their scale, exact). An integer tensor at scale 1; a float
+    activation at its activation bits; a float constant at TABLE_BITS over its largest magnitude."""
+    c = _const(qz, fname)
+    if integer:
+        return ints.operand(fname), 1.0, True
+    if c is None:
+        t = qz.narrow(fname)
+        return t.name, float(t.scale), False
+    c = np.asarray(_operand(qz, c, ints.node.outputs[0]), np.float64)
+    scale = (float(np.abs(c).max()) or 1.0) / bits_max(TABLE_BITS)
+    return np.round(c / scale).astype(np.int64), scale, False
+
+
+def take_along(qz, node) -> QT:
+    """y = sum over k of x[k on axis] * [i == k], i the index with n added where negative: the flags
+    1 - sign(i - k)^2 on a new axis after `axis` (x gets a unit axis before it), one nonzero term per output, so
+    the result keeps x's integers and scale exactly."""
+    axis, ints = per_sample_axis(node.attrs["axis"]), _Ints(qz, node)
+    x, scale, exact = _data(qz, ints, node.inputs[0], node.attrs["integer"])
+    i = ints.operand(node.inputs[1])
+    n = ints.shape(x)[axis]
+    i = ints.op("add", i, ints.mul(ints.op("clip", ints.op("sub", np.asarray([0]), i), lo=0, hi=1), np.asarray([n])))
+    shape = ints.shape(i)
+    i = ints.op("reshape", i, shape=(*shape[:axis + 1], 1, *shape[axis + 1:]))
+    s = ints.sign(ints.op("sub", i, np.arange(n).reshape((n,) + (1,) * (len(shape) - axis - 1))))
+    flags = ints.op("sub", np.asarray([1]), ints.mul(s, s))
+    shape = ints.shape(x)
+    x = ints.op("reshape", x, shape=(*shape[:axis], 1, *shape[axis:]))
+    out = ints.op("sum", ints.mul(flags, x), axes=[axis + 1], keepdims=0)
+    return QT(name=_activation(ints, out), scale=np.asarray(scale), exact=exact)
+
+
+RULES: dict = {"int_div": int_div, "mod": mod, "take_along": take_along}

@@ -127,3 +127,63 @@ def test_mod_of_floats_is_as_close_as_its_operands(fmod):
     want = np.fmod(feeds["a"], feeds["b"]) if fmod else np.mod(feeds["a"], feeds["b"])
     near_a_jump = (np.abs(want) < 0.01) | (np.abs(np.abs(want) - np.abs(feeds["b"])) < 0.01)
     assert np.abs(got - want)[~near_a_jump].max() < 2e-3
+
+
+# ---------------------------------------------------------------- Gather and GatherElements by computed indices
+
+
+def _gather_model(op, data_shape, idx_shape, axis, data_type=TensorProto.INT64, table=None):
+    """op(data, indices): data an input (or the constant `table`), indices an input."""
+    inputs = [helper.make_tensor_value_info("i", TensorProto.INT64, idx_shape)]
+    if table is None:
+        inputs.insert(0, helper.make_tensor_value_info("d", data_type, data_shape))
+    inits = [] if table is None else [numpy_helper.from_array(table, "d")]
+    graph = helper.make_graph([N(op, ["d", "i"], ["y"], axis=axis)], "gather", inputs,
+                              [helper.make_tensor_value_info("y", data_type, None)], inits)
+    return helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def _onnx_gather(op, data, idx, axis):
+    """ONNX's result: Gather is numpy's take; GatherElements reads data at each index's own position, its axis
+    replaced by the index (the indices may be shorter than the data along the other axes)."""
+    idx = np.where(idx < 0, idx + data.shape[axis], idx)
+    if op == "Gather":
+        return np.take(data, idx, axis=axis)
+    where = list(np.indices(idx.shape))
+    where[axis] = idx
+    return data[tuple(where)]
+
+
+@pytest.mark.parametrize("op, axis, idx_shape", [("GatherElements", 1, (1, 3, 5)), ("GatherElements", -1, (1, 2, 7)),
+                                                 ("GatherElements", 2, (1, 4, 2)), ("Gather", 1, (1, 2)),
+                                                 ("Gather", 2, (1, 3, 2)), ("Gather", -1, (1, 1))])
+def test_gather_from_an_activation_by_computed_indices_is_exact(op, axis, idx_shape):
+    """Integer data and indices (negative ones count from the end): the flags select exactly."""
+    shape = (1, 4, 8)
+    n = shape[axis]
+    calibration = {"d": np.full(shape, 50), "i": np.asarray(np.full(idx_shape, -n))}
+    calibration["d"][0, 0, 0], calibration["i"].reshape(-1)[0] = -50, n - 1
+    m = convert(_gather_model(op, shape, idx_shape, axis), calibration, progress=False)
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        data, idx = rng.integers(-50, 51, shape), rng.integers(-n, n, idx_shape)
+        np.testing.assert_array_equal(_run(m, {"d": data, "i": idx}), _onnx_gather(op, data, idx, axis))
+
+
+def test_gather_of_a_constant_table_along_its_columns():
+    """A constant table read along axis 1 by computed indices (an embedding reads rows, axis 0)."""
+    table = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    model = _gather_model("Gather", None, (1, 2), 1, TensorProto.FLOAT, table=table)
+    idx = np.asarray([[3, -4]])
+    m = convert(model, {"i": idx}, progress=False)
+    got = _run(m, {"i": np.asarray([[1, 2]])})
+    np.testing.assert_allclose(got[0], np.take(table, [[1, 2]], axis=1), atol=1e-3)  # the table at 16 bits
+
+
+def test_gather_elements_of_floats_keeps_the_datas_scale():
+    rng = np.random.default_rng(4)
+    data, idx = rng.standard_normal((1, 6, 8)).astype(np.float32), rng.integers(0, 6, (1, 6, 8))
+    model = _gather_model("GatherElements", (1, 6, 8), (1, 6, 8), 1, TensorProto.FLOAT)
+    got = _run(convert(model, {"d": data, "i": idx}, progress=False), {"d": data, "i": idx})
+    want = np.take_along_axis(data, idx, axis=1)[0]
+    assert np.abs(got - want).max() <= np.abs(data).max() / 127

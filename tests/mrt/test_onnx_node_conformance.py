@@ -53,8 +53,6 @@ OP_SKIPS = {
 NOT_RUN = {
     "Not": "its cases are written at opset 1, older than onnx.version_converter upgrades; Not is tested in "
            "test_univariate.py",
-    "GatherElements": "every case gathers from an activation; a constant table read by computed indices (RoBERTa's "
-                      "position buffer) is tested in test_one_sample.py",
     "Size": "the output is the input's element count, a constant for one sample (folded at import)",
     "Constant": "always folded at import; the one case has a constant output (test_import.py)",
 }
@@ -113,9 +111,6 @@ REFUSALS = {
     "division by a non-constant divisor": "division by a tensor (softmax or a normalisation written out); "
                                           "MRT divides by constants, softmax is a rule of its own",
     "a dim of size 0": "a dim of size 0 (an empty tensor): CVM has no empty tensors",
-    "needs a constant table and computed indices": "GatherElements of an activation (a constant table read by "
-                                                    "computed indices is supported)",
-    "varies along axes other than": "GatherElements from a table that varies along more than the gathered axis",
     "Cast to": "a Cast to a type MRT does not compute (strings, 8-, 6-, 4- and 2-bit floats and integers)",
     "older models: re-export": "a model of opset 1..6, older than onnx.version_converter upgrades",
     "is empty": "an empty slice: CVM has no empty tensors",
