@@ -53,15 +53,17 @@ def layer_norm_shape(x, gamma=None, beta=None, *, epsilon):
 
 def masked_softmax(x, mask, *, program):
     """softmax(x + program(mask)) over the last axis, as the float model computes it (float64)."""
-    z = x.astype(np.float64) + run_program(mask.astype(F32), program).astype(np.float64)
+    bias = run_program(mask.astype(F32), program) if program else mask  # the empty program: a constant bias
+    z = x.astype(np.float64) + bias.astype(np.float64)
     z = z - z.max(axis=-1, keepdims=True)
     e = np.exp(z)
     return (e / e.sum(axis=-1, keepdims=True)).astype(F32)
 
 
 def masked_softmax_shape(x, mask, *, program):
-    if not (is_batched(x) and is_batched(mask)):
-        raise GraphError(f"masked_softmax: scores {x} and mask {mask} must both be batched")
+    if not is_batched(x) or not (is_batched(mask) or not program):
+        raise GraphError(f"masked_softmax: scores {x} and mask {mask} must both be batched (or the mask a "
+                         "constant read by the empty program)")
     out = broadcast(x, mask, op="masked_softmax")
     if tuple(out) != tuple(x):
         raise GraphError(f"masked_softmax: the mask {mask} must broadcast to the scores {x}")

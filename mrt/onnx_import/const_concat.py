@@ -16,9 +16,13 @@ from mrt.onnx_import.attrs import where
 
 
 def concat(ctx, node, attrs):
-    inputs = [i for i in node.input if i]
+    inputs = [i for i in node.input if i and not (ctx.is_const(i) and ctx.consts[i].size == 0)]  # empty pieces
+    if len(inputs) == 1 and not ctx.is_const(inputs[0]):
+        attrs.get("axis")
+        return ctx.emit("identity", [ctx.tensor(inputs[0], node)], {}, node, out=node.output[0])
     if all(not ctx.is_const(i) for i in inputs):
-        return core.concat(ctx, node, attrs)
+        axis = core._axis(node, attrs.get("axis"), len(ctx.shape(inputs[0], node)))
+        return ctx.emit("concat", [ctx.tensor(i, node) for i in inputs], {"axis": axis}, node, out=node.output[0])
     full = ctx.shape(next(i for i in inputs if not ctx.is_const(i)), node)
     rank = len(full)
     axis = core._axis(node, attrs.get("axis"), rank)

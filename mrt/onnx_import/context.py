@@ -13,6 +13,15 @@ from mrt.graph import Node, fresh_name, infer_node_shape
 from mrt.onnx_import.attrs import where
 
 
+# ml_dtypes' float types (onnx's numpy form of these ONNX types): each value is a float32 value exactly
+NARROW_FLOATS = {"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
+                 "float8_e8m0fnu"}
+
+# what a constant infinity (an attention mask's "minus infinity") becomes: far beyond any calibrated value, as the
+# masks exporters write with float32's lowest are, yet a sum of many such masks stays finite
+MASK_INFINITY = np.float32(2.0 ** 100)
+
+
 class ImportContext:
     def __init__(self, consts):
         self.consts = dict(consts)   # ONNX name -> np.ndarray: initializers, Constant, folded
@@ -26,6 +35,8 @@ class ImportContext:
         self.whole = set()           # ONNX names stored whole, every ONNX axis a per-sample axis (one_sample.py)
         self.aliases = {}            # (ONNX name, form) -> the name of its copy stored in that form (one_sample.py)
         self.recurrent = set()       # IR tensors of unrolled recurrences and the sequences they read (ops_rnn.py)
+        self.onnx_model = None       # the model imported: functions.py infers element types from it once, if asked
+        self.elem_types = None       # ONNX name -> element type, where a function body needed them (functions.py)
 
     def mark(self):
         """A point to roll the import back to (one_sample tries a node's unit-axis import first)."""
@@ -104,7 +115,7 @@ class ImportContext:
         if not self.is_const(name):
             return name
         value = self.consts[name]
-        if value.dtype != np.float32:
+        if value.dtype != np.float32 or np.isinf(value).any():
             value = self._as_float32(name, value, node)
         if name not in self.initializers:
             self.initializers[self._free(name)] = value
@@ -113,9 +124,12 @@ class ImportContext:
     @staticmethod
     def _as_float32(name, value, node):
         """A constant MRT computes with, as float32: other floats rounded to it (MRT quantizes them anyway);
-        integers and booleans where float32 holds them exactly (|v| <= 2^24)."""
-        if value.dtype.kind == "f" or (value.dtype.kind in "iub" and (not value.size or
-                                                                    np.abs(value.astype(np.float64)).max() <= 2 ** 24)):
+        integers and booleans where float32 holds them exactly (|v| <= 2^24). An infinity (the "minus infinity"
+        of an attention mask) becomes MASK_INFINITY of its sign."""
+        if value.dtype.kind == "f" or value.dtype.name in NARROW_FLOATS:
+            return np.asarray(np.nan_to_num(value.astype(np.float32), nan=np.nan, posinf=MASK_INFINITY,
+                                            neginf=-MASK_INFINITY))
+        if value.dtype.kind in "iub" and (not value.size or np.abs(value.astype(np.float64)).max() <= 2 ** 24):
             return value.astype(np.float32)
         raise UnsupportedOp(f"{where(node)}: constant {name!r} has dtype {value.dtype} with values float32 does "
                             "not hold exactly; MRT computes in float32")

@@ -33,11 +33,12 @@ from mrt.onnx_import import ops_text as text
 from mrt.onnx_import import ops_trees as trees
 from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
-from mrt.onnx_import import const_concat, forms, one_sample
+from mrt.onnx_import import const_concat, forms, functions, one_sample
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.control import inline_if
 from mrt.onnx_import.context import ImportContext
-from mrt.onnx_import.inputs import graph_input, shapes_for, unit_axis
+from mrt.onnx_import.one_sample import INTEGER_TYPES
+from mrt.onnx_import.inputs import FLOAT_ELEM_TYPES, graph_input, shapes_for, unit_axis
 from mrt.onnx_import.opsets import ML_DOMAIN, opsets as model_opsets, upgrade
 
 
@@ -154,14 +155,31 @@ def _handle(ctx, node, opsets):
     domain = node.domain if node.domain != "ai.onnx" else ""
     handler, versions = HANDLERS.get((domain, node.op_type), (None, None))
     if handler is None:
+        if functions.has_body(node, opsets):
+            return _expand(ctx, node, opsets)
         raise UnsupportedOp(f"{where(node)}: op {domain + '.' if domain else ''}{node.op_type} (opset "
                             f"{opsets.get(domain, 1)}) is not supported")
     since = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain).since_version
     if since not in versions:
+        if functions.has_body(node, opsets):
+            return _expand(ctx, node, opsets)
         raise UnsupportedOp(f"{where(node)}: version {since} of {node.op_type} is not supported")
     attrs = Attrs(node)
     one_sample.handle(ctx, node, attrs, HANDLERS, opsets)
     attrs.check_all_read()
+
+
+def _expand(ctx, node, opsets):
+    """An op ONNX defines by a function body (functions.py), imported as that body."""
+    types = functions.elem_types(ctx)
+    try:
+        nodes, inner_opsets = functions.expand(ctx, node, opsets, types)
+        types.update(functions.body_types(nodes, inner_opsets, types))
+        ctx.integer_tensors |= {name for name, t in types.items() if t in INTEGER_TYPES}
+        for inner in nodes:
+            _import_node(ctx, inner, inner_opsets)
+    except UnsupportedOp as e:
+        raise UnsupportedOp(f"{where(node)}, imported as ONNX's function body for {node.op_type}: {e}") from None
 
 
 def _import_node(ctx, node, opsets):
@@ -177,7 +195,7 @@ def _import_node(ctx, node, opsets):
 def _integer_outputs(g, outputs) -> frozenset:
     """The outputs ONNX declares integer or boolean."""
     declared = {o.name: o.type.tensor_type.elem_type for o in g.output if o.type.HasField("tensor_type")}
-    floats = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.UNDEFINED)
+    floats = (*FLOAT_ELEM_TYPES, TensorProto.UNDEFINED)
     return frozenset(o for o in outputs if declared.get(o, TensorProto.UNDEFINED) not in floats)
 
 
@@ -206,8 +224,7 @@ def integer_tensors(model) -> set:
     them. Only a model with an integer graph input or a Cast to an integer can compute one (Shape
     arithmetic folds to constants), so any other model skips the inference (a copy of every weight). A
     model type inference cannot read (over 2 GiB) gives the empty set."""
-    integer = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
-               TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+    integer = INTEGER_TYPES
     weights = {t.name for t in model.graph.initializer}
     inputs = any(vi.type.tensor_type.elem_type in integer for vi in model.graph.input if vi.name not in weights)
     casts = any(n.op_type == "Cast" and any(a.name == "to" and a.i in integer for a in n.attribute)
@@ -229,7 +246,7 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
     the shapes were read from calibration data, whose other arrays (labels) are not inputs."""
     model = _load(model_or_path)
     check_onnx(model.graph)  # a graph too large is refused before any fold or upgrade reads it
-    model = upgrade(model)
+    model = upgrade(functions.inline_local_functions(model))
     opsets = model_opsets(model)
     g = model.graph
     if g.sparse_initializer:
@@ -238,6 +255,7 @@ def import_onnx(model_or_path, input_shapes: dict | None = None, shapes_from_dat
     real_inputs = [vi for vi in g.input if vi.name not in consts]
     given = shapes_for(real_inputs, input_shapes, strict=not shapes_from_data)
     ctx = ImportContext(consts)
+    ctx.onnx_model = model
     specs = []
     for vi in real_inputs:
         spec, axis = graph_input(vi, given.get(vi.name), unit_axis(vi, g))

@@ -84,6 +84,15 @@ def slice_(ctx, node, attrs):
     ctx.emit("identity", [value], {}, node, out=node.output[0])
 
 
+def _empty(ctx, node, out):
+    """`out`, the empty piece of a Split, as an empty constant of its ONNX shape: CVM has no empty tensor, and
+    the ops that read one (Concat) leave it out."""
+    shape = list(ctx.onnx_shape(node.input[0], node))
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    shape[axis] = 0
+    ctx.consts[out] = np.zeros(shape, np.float32)
+
+
 def split(ctx, node, attrs):
     full = ctx.shape(node.input[0], node)
     axis = _axes(node, [attrs.get("axis", 0)], len(full))[0]
@@ -94,10 +103,13 @@ def split(ctx, node, attrs):
         sizes = [min(chunk, full[axis] - k * chunk) for k in range(n)]
     if sum(sizes) != full[axis] or len(sizes) != len(node.output):
         raise UnsupportedOp(f"{where(node)}: split sizes {sizes} do not divide axis {axis} of {full}")
-    if min(sizes) < 1:
-        raise UnsupportedOp(f"{where(node)}: split sizes {sizes} make an empty tensor, which CVM has no form for")
+    if min(sizes) < 0:
+        raise UnsupportedOp(f"{where(node)}: split sizes {sizes} are negative")
     x, start = ctx.tensor(node.input[0], node), 0
     for size, out in zip(sizes, node.output):
+        if size == 0:  # an empty piece (RotaryEmbedding's unrotated part of a fully rotated head): a constant
+            _empty(ctx, node, out)
+            continue
         ctx.emit("slice", [x], {"axes": (axis,), "starts": (start,), "ends": (start + size,), "steps": (1,)},
                  node, out=out)
         start += size

@@ -11,7 +11,7 @@ import numpy as np
 from cvm.arith import bits_for, bits_max
 from mrt.float_ops.unary import run_program
 from mrt.quantize import rules
-from mrt.quantize.rules import _const, _node_name
+from mrt.quantize.rules import _const, _node_name, _operand
 from mrt.quantize.state import QT, QuantizeError
 
 EMBED_BITS = 16  # embedding tables: int16, one scale per table (the whole input of the model passes here)
@@ -104,27 +104,37 @@ def _ratio(r: float) -> tuple[int, int]:
     return max(1, round(r * 2 ** s)), s
 
 
-def masked_softmax(qz, node):
-    """softmax(x + bias(mask)) over the last axis (spec 15.3): bias as a table over the mask's integer
-    values at the scores' scale, clipped at -(R + D + 1) (masked: exactly 0 after the exponent table)."""
-    x = _per_tensor(qz, node.inputs[0], SOFTMAX_BITS)
+def _penalty(qz, node, s, floor):
+    """The bias at the scores' scale s, clipped to +-floor: a table over the mask's integer values, or, for a
+    constant mask (the empty program), the constant itself rounded."""
+    name = _node_name(node)
+    constant = _const(qz, node.inputs[1])
+    if constant is not None:
+        pen = np.clip(np.round(_operand(qz, constant, node.inputs[0]).astype(np.float64) / s), -floor, floor)
+        return qz.const(pen.astype(np.int64))
     mask = qz.q[node.inputs[1]]
     if mask.per_channel:
         mask = qz.narrow(node.inputs[1])
-    lo, hi = qz.interval(x.name)
     mlo, mhi = qz.interval(mask.name)
     if mhi - mlo >= 1 << 16:
         raise QuantizeError(f"node {node.name!r}: the mask's values span {mhi - mlo + 1} integers, more than a "
                             "table holds")
+    with np.errstate(all="ignore"):
+        bias = run_program((np.arange(mlo, mhi + 1) * float(mask.scale)).astype(np.float32), node.attrs["program"])
+        pen = np.clip(np.round(np.nan_to_num(bias.astype(np.float64), nan=0.0, neginf=-np.inf) / s), -floor, floor)
+    return qz.op("lut", mask.name, qz.const(pen.astype(np.int64)), offset=mlo, name=f"{name}.bias")
+
+
+def masked_softmax(qz, node):
+    """softmax(x + bias(mask)) over the last axis (spec 15.3): bias as a table over the mask's integer
+    values at the scores' scale, clipped at -(R + D + 1) (masked: exactly 0 after the exponent table)."""
+    x = _per_tensor(qz, node.inputs[0], SOFTMAX_BITS)
+    lo, hi = qz.interval(x.name)
     s, name, last = float(x.scale), _node_name(node), len(qz.shape_of(x.name)) - 1
     spread = hi - lo
     reach = min(spread + 1, math.ceil((SOFTMAX_EXP_BITS + 1) * math.log(2) / s))
     floor = spread + reach + 1
-    with np.errstate(all="ignore"):
-        bias = run_program((np.arange(mlo, mhi + 1) * float(mask.scale)).astype(np.float32), node.attrs["program"])
-        pen = np.clip(np.round(np.nan_to_num(bias.astype(np.float64), nan=0.0, neginf=-np.inf) / s), -floor, floor)
-    biased = qz.op("add", x.name, qz.op("lut", mask.name, qz.const(pen.astype(np.int64)), offset=mlo,
-                                        name=f"{name}.bias"), name=f"{name}.biased")
+    biased = qz.op("add", x.name, _penalty(qz, node, s, floor), name=f"{name}.biased")
     top = qz.op("max", biased, axes=[last], keepdims=1, name=f"{name}.max")
     d = qz.op("clip", qz.op("sub", biased, top, name=f"{name}.shifted"), lo=-reach, hi=0, name=f"{name}.clipped")
     table = np.round(np.exp(np.arange(-reach, 1) * s) * 2 ** SOFTMAX_EXP_BITS).astype(np.int64)

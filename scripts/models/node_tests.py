@@ -59,7 +59,8 @@ PARAMETERS = {  # op -> input positions that real exports write as initializers 
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Pad": (1, 2, 3), "Slice": (1, 2, 3, 4), "Clip": (1, 2),
     "Resize": (1, 2, 3), "Upsample": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "TopK": (1,), "Trilu": (1,),
     "CumSum": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,), "OneHot": (1, 2), "Dropout": (1, 2),
-    "CenterCropPad": (1,), "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2),
+    "CenterCropPad": (1,), "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2), "CausalConvWithState": (1, 2),
+    "CastLike": (1,),
     **{f"Reduce{k}": (1,) for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "Sum",
                                     "SumSquare")},
 }

@@ -1,0 +1,109 @@
+"""Ops ONNX defines by a function body, and model-local functions, import as their bodies
+(mrt.onnx_import.functions): converted end to end and compared with onnxruntime's float run."""
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from mrt import pipeline
+from mrt.errors import UnsupportedOp
+from mrt.onnx_import import import_onnx
+
+RNG = np.random.default_rng(7)
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=23, functions=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid("local", 1)], functions=list(functions))
+    model.ir_version = 10
+    return model
+
+
+def _float(model, feeds):
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def _cosine(a, b):
+    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def _converted(model, x):
+    m = pipeline.convert(model, x, softmax="integer", progress=False)
+    q = m.quantize_input(x, m.inputs[0].name)
+    return m.dequantize_output(m.run(q, backend="reference"), m.outputs[0].name)
+
+
+def test_rms_normalization_imports_as_its_body():
+    x = RNG.normal(size=(16, 6, 32)).astype(np.float32)
+    scale = numpy_helper.from_array(RNG.uniform(0.5, 1.5, 32).astype(np.float32), "scale")
+    model = _model([helper.make_node("RMSNormalization", ["x", "scale"], ["y"], axis=-1)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 32])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 32])], [scale])
+    assert _cosine(_converted(model, x), _float(model, {"x": x})) > 0.999
+
+
+def test_an_unset_attribute_takes_the_schemas_default():
+    x = RNG.normal(size=(16, 8)).astype(np.float32)
+    model = _model([helper.make_node("Shrink", ["x"], ["y"], lambd=0.5)],  # bias unset: its default 0
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], opset=18)
+    assert _cosine(_converted(model, x), _float(model, {"x": x})) > 0.999
+
+
+def test_causal_attention_imports_as_its_body():
+    feeds = {n: RNG.normal(size=(1, 2, 4, 8)).astype(np.float32) for n in "qkv"}
+    model = _model([helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1)],
+                   [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 4, 8]) for n in "qkv"],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 8])])
+    graph = import_onnx(model)
+    assert {"matmul", "softmax"} <= {n.op for n in graph.nodes}
+    m = pipeline.convert(model, {n: a.reshape(1, 2, 4, 8) for n, a in feeds.items()}, softmax="integer",
+                         progress=False)
+    got = m.run({s.name: m.quantize_input(feeds[s.name[0]], s.name) for s in m.inputs}, backend="reference")
+    got = m.dequantize_output(got, m.outputs[0].name)
+    assert _cosine(got, _float(model, feeds)) > 0.999  # the causal mask a constant penalty at the scores' scale
+
+
+def test_a_model_local_function_is_inlined():
+    body = onnx.helper.make_function("local", "Twice", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])],
+                                     [helper.make_opsetid("", 18)])
+    x = RNG.normal(size=(16, 4)).astype(np.float32)
+    model = _model([helper.make_node("Twice", ["x"], ["y"], domain="local")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], opset=18, functions=[body])
+    assert [n.op for n in import_onnx(model).nodes] == ["add"]
+    assert _cosine(_converted(model, x), 2 * x) > 0.999
+
+
+def test_a_body_that_cannot_import_names_the_op_it_expanded():
+    model = _model([helper.make_node("Range", ["s", "e", "d"], ["y"])],
+                   [helper.make_tensor_value_info(n, TensorProto.FLOAT, []) for n in "sed"],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M"])], opset=18)
+    with pytest.raises(UnsupportedOp, match="Range"):
+        import_onnx(model, {"s": (), "e": (), "d": ()})
+
+
+def test_an_empty_split_piece_is_left_out_of_a_concat():
+    x = RNG.normal(size=(16, 8)).astype(np.float32)
+    sizes = numpy_helper.from_array(np.array([8, 0], np.int64), "sizes")
+    model = _model([helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
+                    helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], [sizes], opset=18)
+    assert _cosine(_converted(model, x), x) > 0.999
+
+
+def test_a_constant_infinity_becomes_a_finite_mask_value():
+    x = RNG.normal(size=(16, 4)).astype(np.float32)
+    mask = numpy_helper.from_array(np.array([0, 0, -np.inf, 0], np.float32), "mask")
+    model = _model([helper.make_node("Add", ["x", "mask"], ["s"]), helper.make_node("Softmax", ["s"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], [mask], opset=18)
+    graph = import_onnx(model)
+    assert all(np.isfinite(v).all() for v in graph.initializers.values())
+    got = _converted(model, x)
+    assert np.all(got[:, 2] == 0) and _cosine(got, _float(model, {"x": x})) > 0.999  # masked: exactly 0
