@@ -34,7 +34,8 @@ from mrt.graph import fresh_name
 from mrt.onnx_import import batch_major, ops_index
 from mrt.onnx_import.attrs import where
 from mrt.onnx_import.forms import WHOLE, set_form, form, stored
-from mrt.onnx_import.whole_form import WHOLE_FORMS
+from mrt.onnx_import import ops_tail
+from mrt.onnx_import.whole_form import WHOLE_FORMS as PLAIN_WHOLE_FORMS
 
 RECURRENT = ("LSTM", "GRU", "RNN")
 # ops whose CVM counterparts take one image [C, H, W] (or one batch-first sequence): a sample holding n > 1 of
@@ -45,6 +46,8 @@ PER_ITEM = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePoo
 MAX_ITEMS = 64
 INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
                  TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+
+WHOLE_FORMS = {**PLAIN_WHOLE_FORMS, **ops_tail.WHOLE_FORMS}  # op -> its translation to whole tensors
 
 
 def as_batch(sample, axis):
