@@ -5,8 +5,9 @@ IR normalize (L1, L2) on its axis moved last; LpPool (sum of |x|^p over each win
 window sum; CumProd a prefix-doubling scan of products of slices. A pool over 3 spatial axes is the 2-D pool over
 (H, W) with D folded into the channels, then the 2-D pool over (D, 1) with H*W as the width: each window is a
 box, so its maximum, sum and count (every count_include_pad and ceil_mode case) factor per axis. MaxPool and
-AveragePool are registered here for that case only and hand every other one to ops_nn. Einsum, and the ops
-that are constant linear maps of their input (ops_tail_maps), are imported in ops_tail_maps.
+AveragePool are registered here for that case only and hand every other one to ops_nn. Einsum is diagonals,
+sums, transposes and matmuls. Einsum and CumProd on whole tensors need WHOLE_FORMS registered in whole_form. The
+ops that are constant linear maps of their input are in ops_linear_maps (Resize beyond nearest and linear too).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import math
 import numpy as np
 
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import import batch_major, ops_nn
+from mrt.onnx_import import batch_major, ops_linear_maps, ops_nn
 from mrt.onnx_import.attrs import where
 from mrt.onnx_import.forms import WHOLE, stored
 from mrt.onnx_import.ops_reduce import _reduce_axes
@@ -335,4 +336,5 @@ HANDLERS = {
     "AveragePool": (average_pool, {11, 19, 22}),
     "CumProd": (cum_prod, {26}),
     "Einsum": (einsum, {12, 28}),
+    **ops_linear_maps.HANDLERS,
 }

@@ -26,6 +26,10 @@ def _i64(*values):
     return np.asarray(values, np.int64)
 
 
+def _f32(*values):
+    return np.asarray(values, np.float32)
+
+
 # name: (node, per-sample input shape, initializers, opset)
 CASES = {
     "hardmax": (N("Hardmax", ["x"], ["y"], axis=1), (5, 7), {}, 13),
@@ -46,6 +50,19 @@ CASES = {
     "cum_prod": (N("CumProd", ["x", "a"], ["y"]), (3, 5), {"a": _i64(2)}, 26),
     "cum_prod_reverse_exclusive": (N("CumProd", ["x", "a"], ["y"], reverse=1, exclusive=1), (6, 2), {"a": _i64(1)},
                                    26),
+    "resize_cubic": (N("Resize", ["x", "", "s"], ["y"], mode="cubic"), (2, 4, 5), {"s": _f32(1, 1, 2, 1.5)}, 18),
+    "resize_crop": (N("Resize", ["x", "roi", "", "z"], ["y"], mode="linear", extrapolation_value=0.5,
+                      coordinate_transformation_mode="tf_crop_and_resize"), (2, 6, 6),
+                    {"roi": _f32(0, 0, -0.2, 0.1, 1, 1, 0.8, 1.2), "z": _i64(1, 2, 4, 5)}, 18),
+    "resize_antialias": (N("Resize", ["x", "", "s"], ["y"], mode="linear", antialias=1), (1, 8, 8),
+                         {"s": _f32(1, 1, 0.5, 0.6)}, 18),
+    "grid_sample": (N("GridSample", ["x", "g"], ["y"], align_corners=1), (2, 4, 5),
+                    {"g": np.random.default_rng(6).uniform(-1.1, 1.1, size=(1, 3, 6, 2)).astype(np.float32)}, 16),
+    "col2im": (N("Col2Im", ["x", "i", "b"], ["y"], strides=[2, 1]), (2 * 4, 2 * 3), {"i": _i64(5, 4), "b": _i64(2, 2)},
+               18),
+    "dft": (N("DFT", ["x"], ["y"], axis=1), (6, 3, 1), {}, 17),
+    "dft_onesided": (N("DFT", ["x", "", "a"], ["y"], onesided=1), (3, 8, 2), {"a": np.int64(2)}, 20),
+    "dft_inverse": (N("DFT", ["x", "n"], ["y"], inverse=1, axis=2), (2, 5, 2), {"n": np.int64(4)}, 17),
 }
 
 
@@ -59,13 +76,14 @@ def _sample(name, shape, n, seed):
 
 
 def _expected(model, x):
-    """onnxruntime's output, or the reference evaluator's where onnxruntime does not run the opset."""
+    """onnxruntime's output, or the reference evaluator's where onnxruntime does not run the opset, sample by
+    sample."""
     import onnxruntime as ort
     try:
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        return session.run(None, {"x": x})[0]
+        run = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run
     except Exception:  # noqa: BLE001 - an opset onnxruntime does not implement yet
-        return ReferenceEvaluator(model).run(None, {"x": x})[0]
+        run = ReferenceEvaluator(model).run
+    return np.concatenate([run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))])  # a grid is one sample's
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -101,6 +119,15 @@ def test_converted_close_to_float(name):
 def test_refusals(node, shape, inits, opset, message):
     with pytest.raises(UnsupportedOp, match=message):
         import_onnx(_model(node, shape, inits, opset))
+
+
+def test_computed_grid_and_channel_resize_are_refused():
+    sample = N("GridSample", ["x", "g"], ["y"])
+    with pytest.raises(UnsupportedOp, match="'g'.*must be a constant"):
+        import_onnx(_model(sample, (2, 4, 5), opset=16, inputs=("x", "g")))
+    channels = N("Resize", ["x", "", "s"], ["y"], mode="cubic")
+    with pytest.raises(UnsupportedOp, match="resizes axis 1"):
+        import_onnx(_model(channels, (2, 4, 4), {"s": _f32(1, 2, 2, 2)}))
 
 
 def _einsum_model(equation, shapes, consts=None):
