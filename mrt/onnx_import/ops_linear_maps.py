@@ -1,6 +1,6 @@
 """Importers for ONNX ops that are a constant affine map of their input: Resize in the modes ops_vision leaves
 (cubic, antialiased linear, tf_crop_and_resize, keep_aspect_ratio_policy), GridSample on a constant grid, DFT
-(opset 17, and 20 with a constant axis) and Col2Im with constant shapes.
+(opset 17, and 20 with a constant axis), STFT with a constant step and window, and Col2Im with constant shapes.
 
 Each maps one item (an image's channel, one signal) by the same y = M x + b, so M and b are read off onnx's
 reference implementation of the op itself, run once on a batch of probes (every basis vector, and zeros for b):
@@ -144,9 +144,20 @@ def dft(ctx, node, attrs):
     ctx.emit("transpose", [y], {"perm": tuple(int(i) for i in np.argsort(perm))}, node, out=node.output[0])
 
 
+def stft(ctx, node, attrs):
+    """STFT with a constant step, window and frame length: each signal's frames and bins by a fixed map."""
+    attrs.ignore("onesided")
+    full, feeds = ctx.shape(node.input[0], node), _consts(ctx, node)
+
+    def fn(probes):  # the probes as a batch of signals
+        return _run(ctx, node, {**feeds, node.input[0]: probes.astype(np.float32)})
+    emit_map(ctx, node, ctx.tensor(node.input[0], node), (), full[1:], fn, node.output[0])
+
+
 HANDLERS = {
     "Resize": (resize, {10, 11, 13, 18, 19}),
     "GridSample": (grid_sample, {16, 20, 22}),
     "Col2Im": (col2im, {18}),
     "DFT": (dft, {17, 20}),
+    "STFT": (stft, {17}),
 }
