@@ -4,7 +4,15 @@ ops_text.div's IR int_div), element-wise and broadcasting, so they work on eithe
 and Gather by computed indices from an activation, as 0/1 flags (ops_index.gather)."""
 from __future__ import annotations
 
+import numpy as np
+import onnx
+from onnx import TensorProto
+
 from mrt.onnx_import import ops_index, ops_text
+
+WIDTHS = {TensorProto.INT8: (8, 1), TensorProto.INT16: (16, 1), TensorProto.INT32: (32, 1), TensorProto.INT64: (64, 1),
+          TensorProto.UINT8: (8, 0), TensorProto.UINT16: (16, 0), TensorProto.UINT32: (32, 0),
+          TensorProto.UINT64: (64, 0)}  # ONNX integer type -> (bits, signed)
 
 
 def _integer(ctx, node) -> bool:
@@ -19,6 +27,36 @@ def mod(ctx, node, attrs):
              node, out=node.output[0])
 
 
+def _width(ctx, node) -> tuple[int, int]:
+    """(bits, signed) of the integer type T of a node whose operands and result share it: a constant operand's
+    dtype, else the result's type as the model declares it or ONNX's type inference gives it (where the import
+    keeps the model, ctx.onnx_model), else (0, 1): not known."""
+    for name in node.input:
+        if ctx.is_const(name) and np.asarray(ctx.consts[name]).dtype.kind in "iu":
+            dtype = np.asarray(ctx.consts[name]).dtype
+            return dtype.itemsize * 8, int(dtype.kind == "i")
+    model = getattr(ctx, "onnx_model", None)
+    if model is None:
+        return 0, 1
+    g = model.graph
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in [*g.input, *g.output, *g.value_info]}
+    if node.output[0] not in types:
+        try:
+            g = onnx.shape_inference.infer_shapes(model).graph
+        except Exception:  # noqa: BLE001 - a model inference cannot read: the type stays unknown
+            return 0, 1
+        types = {vi.name: vi.type.tensor_type.elem_type for vi in [*g.value_info, *g.output]}
+    return WIDTHS.get(types.get(node.output[0]), (0, 1))
+
+
+def bit_shift(ctx, node, attrs):
+    direction = attrs.get("direction")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    bits, signed = _width(ctx, node) if direction == "LEFT" else (0, 1)  # a right shift needs no width
+    ctx.emit("bit_shift", [ctx.tensor(i, node) for i in node.input],
+             {"direction": direction, "bits": bits, "signed": signed}, node, out=node.output[0])
+
+
 def gather(ctx, node, attrs):
     """Gather by computed indices from an activation, or from a constant along another axis than its rows, selects
     by flags (ops_index.gather); constant indices and an embedding lookup (a constant table's rows) are ops_text's."""
@@ -29,4 +67,4 @@ def gather(ctx, node, attrs):
     ops_index.gather(ctx, node, attrs)
 
 
-HANDLERS: dict = {"Mod": (mod, {10, 13, 28}), "Gather": (gather, {13})}
+HANDLERS: dict = {"Mod": (mod, {10, 13, 28}), "BitShift": (bit_shift, {11, 28}), "Gather": (gather, {13})}

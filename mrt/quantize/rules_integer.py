@@ -30,6 +30,8 @@ from mrt.quantize.state import QT, QuantizeError
 
 FLOAT_MOD_BITS = 16  # a float mod's common scale: the larger operand range over 2^15 - 1 steps
 TABLE_BITS = 16  # a float constant read by take_along: its largest magnitude over 2^15 - 1 steps
+MAX_WRAP_BITS = 30  # a wrap to 2^bits subtracts multiples of 2^bits, an int32 constant
+MAX_DIVISOR_BITS = 29  # a right shift by up to k bits divides by 2^k with div(2x - 2^k, 2^(k+1)), int32 constants
 
 
 class _Ints:
@@ -182,4 +184,57 @@ def take_along(qz, node) -> QT:
     return QT(name=_activation(ints, out), scale=np.asarray(scale), exact=exact)
 
 
-RULES: dict = {"int_div": int_div, "mod": mod, "take_along": take_along}
+def _powers(ints, s, lo, hi, fn):
+    """fn(v) for every shift amount v, s clipped to [lo, hi] first: a table lookup of the clipped amount, or
+    numpy's values for a constant s."""
+    if isinstance(s, np.ndarray):
+        return np.vectorize(fn)(np.clip(s, lo, hi)).astype(np.int64)
+    c = ints.op("clip", s, lo=lo, hi=hi)
+    a, b = ints.qz.interval(c)
+    return ints.op("lut", c, ints.qz.const(np.asarray([fn(v) for v in range(a, b + 1)], np.int64)), offset=a)
+
+
+def _reach(ints, x) -> int:
+    return int(np.abs(x).max()) if isinstance(x, np.ndarray) else max(-ints.qz.interval(x)[0], ints.qz.interval(x)[1])
+
+
+def _wrap(ints, v, bits, signed):
+    """v as a `bits`-wide integer type holds it (modulo 2^bits), where its interval may leave that type (an
+    unsigned type's values are never negative, whatever the symmetric interval of an input says)."""
+    lo, hi = (-(1 << bits - 1), (1 << bits - 1) - 1) if signed else (0, (1 << bits) - 1)
+    if isinstance(v, np.ndarray) or (lo <= ints.qz.interval(v)[0] or not signed) and ints.qz.interval(v)[1] <= hi:
+        return v
+    if bits > MAX_WRAP_BITS:
+        raise QuantizeError(f"node {ints.node.name!r}: a left shift may wrap at {bits} bits, past CVM's int32")
+    # requant's rounding shift by `bits` is floor((v + 2^(bits-1)) / 2^bits): the wrap count of a signed v, and of
+    # an unsigned one after subtracting 2^(bits-1)
+    shifted = v if signed else ints.op("add", v, np.asarray([-(1 << bits - 1)]))
+    count = ints.op("requant", shifted, np.asarray([1]), shift=bits, bits=MAX_BITS)
+    return ints.op("sub", v, ints.mul(count, np.asarray([1 << bits])))
+
+
+def bit_shift(qz, node) -> QT:
+    """RIGHT: floor(x / p), p = 2^s from a table of s clipped to [-1, K] with 2^K > |x| (a shift below 0 or past
+    x's bits is by 2^K: the sign fill, -1 or 0). LEFT: x * f, f = 2^s from a table of s clipped to [-1, bits] (0
+    below 0 and from the type's bits on), wrapped to the type (_wrap) where the product's interval leaves it."""
+    ints, a = _Ints(qz, node), node.attrs
+    x, s = (ints.operand(n) for n in node.inputs)
+    if a["direction"] == "RIGHT":
+        k = _reach(ints, x).bit_length()
+        if k > MAX_DIVISOR_BITS:
+            raise QuantizeError(f"node {node.name!r}: a right shift of values up to 2^{k} needs divisors past int32")
+        y = ints.floor_div(x, _powers(ints, s, -1, k, lambda v: 1 << (k if v < 0 else v)))
+    elif not a["bits"]:
+        raise QuantizeError(f"node {node.name!r}: a left shift wraps at its type's width, which the import did "
+                            "not learn (ONNX's type inference of the model)")
+    else:
+        bits = a["bits"]
+        top = min(_reach(ints, s), bits)
+        if top > MAX_WRAP_BITS and _reach(ints, x):
+            raise QuantizeError(f"node {node.name!r}: a left shift by up to {top} bits leaves CVM's int32")
+        f = _powers(ints, s, -1, min(top, MAX_WRAP_BITS), lambda v: 0 if v < 0 or v >= bits else 1 << v)
+        y = _wrap(ints, ints.mul(x, f), bits, a["signed"])
+    return QT(name=_activation(ints, y), scale=np.asarray(1.0), exact=True)
+
+
+RULES: dict = {"int_div": int_div, "mod": mod, "take_along": take_along, "bit_shift": bit_shift}
