@@ -322,13 +322,6 @@ def sum_pool(qz, node):
     return QT(name=out, scale=t.scale)
 
 
-def sum_(qz, node):
-    t = qz.narrow(node.inputs[0])
-    out = qz.op("sum", t.name, axes=list(node.attrs["axes"]), keepdims=int(node.attrs["keepdims"]),
-                  name=_node_name(node))
-    return QT(name=out, scale=t.scale)
-
-
 def neg(qz, node):
     """-x: a multiplication by the constant -1, same scale (the interval mirrors)."""
     t = qz.q[node.inputs[0]]
@@ -390,7 +383,7 @@ RULES = {
     "add": add_sub, "sub": add_sub, "mul": mul, "div": div,
     "relu": relu, "clip": clip, "softmax": softmax, "univariate": univariate,
     **{name: _lut(fn) for name, fn in LUT_FUNCTIONS.items()},
-    "max_pool": max_pool, "sum_pool": sum_pool, "sum": sum_, "neg": neg, "slice": slice_,
+    "max_pool": max_pool, "sum_pool": sum_pool, "neg": neg, "slice": slice_,
     "flatten": _passthrough("flatten", lambda a: {}),
     "reshape": _passthrough("reshape", lambda a: {"shape": list(a["shape"])}),
     "transpose": _passthrough("transpose", lambda a: {"perm": list(a["perm"])}),

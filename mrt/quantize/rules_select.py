@@ -1,5 +1,5 @@
-"""Quantization rules for selections along an axis (mrt.float_ops.select): the maximum keeps its input's
-scale; argmax is an integer index at scale 1, built from opset-1 ops (max, sub, lut, mul)."""
+"""Quantization rules for reductions and selections along an axis (mrt.float_ops.select): a sum and the maximum keep their
+input's scale (a reduction to one number per sample gives one entry: CVM has no rank-0 sample); argmax is an integer index at scale 1, built from opset-1 ops (max, sub, lut, mul)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,11 +8,35 @@ from mrt.quantize.rules import _node_name
 from mrt.quantize.state import QT
 
 
+def _removes_every_axis(qz, node, t: str) -> bool:
+    return not node.attrs["keepdims"] and len(set(node.attrs["axes"])) == len(qz.shape_of(t))
+
+
+def reduce_axes(qz, node, t: str) -> dict:
+    """The CVM attributes of a reduction over node.attrs' axes of `t`: one that would remove every per-sample
+    axis (a loss summed to one number per sample) keeps them, and `one_entry` reshapes its result to one
+    entry (CVM has no rank-0 sample)."""
+    every = _removes_every_axis(qz, node, t)
+    return {"axes": list(node.attrs["axes"]), "keepdims": int(node.attrs["keepdims"] or every)}
+
+
+def one_entry(qz, name: str, node, t: str) -> str:
+    """A reduction's result `name` (of input `t`) as one entry where reduce_axes kept every axis."""
+    if not _removes_every_axis(qz, node, t) or len(qz.shape_of(name)) == 1:
+        return name
+    return qz.op("reshape", name, shape=[1], name=f"{_node_name(node)}.one")
+
+
+def sum_(qz, node):
+    t = qz.narrow(node.inputs[0])
+    out = qz.op("sum", t.name, **reduce_axes(qz, node, t.name), name=_node_name(node))
+    return QT(name=one_entry(qz, out, node, t.name), scale=t.scale)
+
+
 def reduce_max(qz, node):
     t = qz.narrow(node.inputs[0])
-    out = qz.op("max", t.name, axes=list(node.attrs["axes"]), keepdims=int(node.attrs["keepdims"]),
-                name=_node_name(node))
-    return QT(name=out, scale=t.scale, narrow=True)
+    out = qz.op("max", t.name, **reduce_axes(qz, node, t.name), name=_node_name(node))
+    return QT(name=one_entry(qz, out, node, t.name), scale=t.scale, narrow=True)
 
 
 def argmax(qz, node):
@@ -38,4 +62,4 @@ def argmax(qz, node):
     return QT(name=out, scale=np.asarray(1.0), narrow=True, exact=True)
 
 
-RULES = {"reduce_max": reduce_max, "argmax": argmax}
+RULES = {"sum": sum_, "reduce_max": reduce_max, "argmax": argmax}
