@@ -260,6 +260,9 @@ def _pair(ctx, node, a, b, keep):
     sb = _sizes(ctx, y, lb)
     if any(sa[c] != sb[c] for c in (batch + shared)[1:]):
         raise UnsupportedOp(f"{where(node)}: operands broadcast along labels {batch + shared!r}")
+    if not (batch + fa + fb)[1:]:  # one number per sample: a product summed (no reshape to a sample of no axis)
+        prod = ctx.emit("mul", [x, _arrange(ctx, node, y, lb, la)], {}, node)
+        return ctx.emit("sum", [prod], {"axes": tuple(range(1, len(la))), "keepdims": 0}, node), batch
     bt, m, k = (math.prod(sa[c] for c in s) for s in (batch[1:], fa, shared))
     n = math.prod(sb[c] for c in fb)
     x = ctx.emit("reshape", [_arrange(ctx, node, x, la, batch + fa + shared)], {"shape": (bt, m, k)}, node)
@@ -283,8 +286,6 @@ def einsum(ctx, node, attrs):
     if any(t[:1] != first or t[1:].count(first) for t in acts) or out[:1] != first or any(
             first in t for i, t in zip(node.input, terms) if ctx.is_const(i)):
         raise UnsupportedOp(f"{where(node)}: equation {equation!r} moves or mixes the batch axis")
-    if len(out) < 2:
-        raise UnsupportedOp(f"{where(node)}: the result is one number per sample, which CVM has no form for")
     ops = []
     for name, labels in zip(node.input, terms):
         if ctx.is_const(name):
