@@ -33,7 +33,7 @@ from mrt.onnx_import import ops_text as text
 from mrt.onnx_import import ops_trees as trees
 from mrt.onnx_import import ops_unary as unary_ops
 from mrt.onnx_import import ops_vision as vision
-from mrt.onnx_import import const_concat, forms, functions, one_sample
+from mrt.onnx_import import const_concat, decompose, forms, functions, one_sample
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.control import inline_if
 from mrt.onnx_import.context import ImportContext
@@ -154,6 +154,10 @@ def _fold_with_onnxruntime(node, feeds, opsets, domain):
 def _handle(ctx, node, opsets):
     domain = node.domain if node.domain != "ai.onnx" else ""
     handler, versions = HANDLERS.get((domain, node.op_type), (None, None))
+    if handler is None and domain == "" and node.op_type in decompose.DECOMPOSE:
+        for inner in decompose.DECOMPOSE[node.op_type](ctx, node):
+            _import_node(ctx, inner, opsets)
+        return None
     if handler is None:
         if functions.has_body(node, opsets):
             return _expand(ctx, node, opsets)

@@ -107,3 +107,16 @@ def test_a_constant_infinity_becomes_a_finite_mask_value():
     assert all(np.isfinite(v).all() for v in graph.initializers.values())
     got = _converted(model, x)
     assert np.all(got[:, 2] == 0) and _cosine(got, _float(model, {"x": x})) > 0.999  # masked: exactly 0
+
+
+def test_dequantize_linear_imports_as_its_arithmetic():
+    """DequantizeLinear of an int8 input with a per-axis scale and zero point (mrt.onnx_import.decompose)."""
+    x = RNG.integers(-128, 128, size=(32, 3, 4)).astype(np.int8)
+    scale = numpy_helper.from_array(np.array([0.5, 0.25, 2.0], np.float32), "scale")
+    zero = numpy_helper.from_array(np.array([3, -2, 0], np.int8), "zero")
+    model = _model([helper.make_node("DequantizeLinear", ["x", "scale", "zero"], ["y"], axis=1)],
+                   [helper.make_tensor_value_info("x", TensorProto.INT8, ["N", 3, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 4])], [scale, zero], opset=21)
+    assert [n.op for n in import_onnx(model).nodes][-1] == "mul"
+    want = (x.astype(np.float32) - np.array([3, -2, 0]).reshape(3, 1)) * np.array([0.5, 0.25, 2]).reshape(3, 1)
+    assert _cosine(_converted(model, x), want) > 0.9999
