@@ -94,6 +94,9 @@ def expected_shapes(ctx, node, opsets) -> dict:
             shape = value.shape if value is not None else ctx.onnx_shape(i, node)
             types[i] = helper.make_tensor_type_proto(elem, list(shape))
         imports = [helper.make_opsetid(d, v) for d, v in opsets.items()]
+        if node.op_type == "STFT" and not any(a.name == "onesided" for a in node.attribute):
+            node = onnx.NodeProto.FromString(node.SerializeToString())  # onnx 1.23 infers an unset onesided
+            node.attribute.append(helper.make_attribute("onesided", 1))  # as 0; its default is 1
         out = onnx.shape_inference.infer_node_outputs(schema, node, types, data, opset_imports=imports)
     except Exception:  # noqa: BLE001 - inference is a check; where it fails the check is skipped
         return {}

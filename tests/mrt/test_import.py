@@ -203,7 +203,7 @@ def test_sklearn_pipeline(dataset, ort):
 # -- loud refusals ---------------------------------------------------------------------------
 
 REFUSED = {
-    "unknown_op": ([N("Einsum", ["x"], ["y"], name="e1", equation="ni->ni")], {}, "Einsum node 'e1': op Einsum"),
+    "unknown_op": ([N("NonZero", ["x"], ["y"], name="e1")], {}, "NonZero node 'e1': op NonZero"),
     "reshape_literal_batch": ([N("Reshape", ["x", "t"], ["y"], name="r")], {"t": i64([4, 6])},
                               "Reshape node 'r': cannot reshape [1, 2, 3] to [4, 6]"),
     "pad_wrap": ([N("Pad", ["x", "p"], ["y"], mode="wrap", name="p")],

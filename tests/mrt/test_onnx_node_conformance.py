@@ -39,7 +39,7 @@ CONST_INPUTS = {
     "ConvTranspose": {1, 2}, "Resize": {1, 2, 3}, "Upsample": {1},
     **{op: {1, 2, 3, 4, 7} for op in ("LSTM", "GRU", "RNN")},
     "LayerNormalization": {1, 2}, "InstanceNormalization": {1, 2}, "CumSum": {1}, "GatherND": {1}, "Trilu": {1},
-    "OneHot": {1, 2},
+    "OneHot": {1, 2}, "CumProd": {1}, "Col2Im": {1, 2}, "DFT": {1, 2},
 }
 
 IMPORTED_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int64, np.int32, np.int16, np.int8,
@@ -55,6 +55,8 @@ NOT_RUN = {
            "test_univariate.py",
     "Size": "the output is the input's element count, a constant for one sample (folded at import)",
     "Constant": "always folded at import; the one case has a constant output (test_import.py)",
+    "GridSample": "every case computes its grid at run time (refused by name); a constant grid is tested in "
+                  "test_tail_ops.py",
 }
 SKIPS = {
     "test_gathernd_example_int32_batch_dim1": "GatherND with batch_dims 1 (0 is supported)",
@@ -116,6 +118,7 @@ REFUSALS = {
     "is empty": "an empty slice: CVM has no empty tensors",
     "make an empty tensor": "a zero-size split: CVM has no empty tensors",
     "only the last axis is supported": "LayerNormalization over more than the last axis",
+    "GridSample input 1": "a GridSample grid computed at run time (a constant grid is a linear map)",
 }
 
 

@@ -149,13 +149,7 @@ def test_conv_transpose_without_bias_and_kernel_shape(rng):
 
 
 @pytest.mark.parametrize("nodes, inits, message", [
-    ([N("Resize", ["x", "", "s"], ["y"], mode="cubic")], {"s": f32([1, 1, 2, 2])}, "mode 'cubic'"),
-    ([N("Resize", ["x", "r", "s"], ["y"], coordinate_transformation_mode="tf_crop_and_resize")],
-     {"s": f32([1, 1, 2, 2]), "r": f32([0, 0, 0, 0, 1, 1, 1, 1])}, "tf_crop_and_resize"),
     ([N("Resize", ["x", "", "s"], ["y"])], {"s": f32([1, 2, 2, 2])}, "channel axis"),
-    ([N("Resize", ["x", "", "s"], ["y"], mode="linear", antialias=1)], {"s": f32([1, 1, .5, .5])}, "antialias"),
-    ([N("Resize", ["x", "", "", "z"], ["y"], keep_aspect_ratio_policy="not_larger")],
-     {"z": np.asarray([1, 2, 4, 4], np.int64)}, "keep_aspect_ratio_policy"),
     ([N("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], output_shape=[3, 3], pads=[0, 0, 0, 0])],
      {"w": f32(np.ones((2, 1, 3, 3)))}, None),
 ])
