@@ -36,6 +36,7 @@ from mrt.onnx_import import ops_vision as vision
 from mrt.onnx_import import const_concat, decompose, forms, functions, one_sample
 from mrt.onnx_import.attrs import Attrs, where
 from mrt.onnx_import.control import inline_if
+from mrt.onnx_import.unroll import UNROLL
 from mrt.onnx_import.context import ImportContext
 from mrt.onnx_import.one_sample import INTEGER_TYPES
 from mrt.onnx_import.inputs import FLOAT_ELEM_TYPES, graph_input, shapes_for, unit_axis
@@ -189,6 +190,9 @@ def _expand(ctx, node, opsets):
 def _import_node(ctx, node, opsets):
     if node.op_type == "If" and node.domain in ("", "ai.onnx"):  # a constant condition: the branch it takes
         for inner in inline_if(ctx, node):
+            _import_node(ctx, inner, opsets)
+    elif node.op_type in UNROLL and node.domain in ("", "ai.onnx"):  # Scan, Loop of a fixed count: unrolled
+        for inner in UNROLL[node.op_type](ctx, node):
             _import_node(ctx, inner, opsets)
     elif all(ctx.is_const(i) for i in node.input if i):
         _fold(ctx, node, opsets)
