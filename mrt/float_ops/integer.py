@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from mrt.errors import GraphError
+from mrt.float_ops.scatter import SCATTER
 from mrt.float_ops.shapes import broadcast
 
 F32 = np.float32
@@ -107,4 +108,5 @@ INTEGER: dict = {
     "mod": (mod, mod_shape, ("fmod", "integer"), (2, 2)),
     "bit_shift": (bit_shift, bit_shift_shape, ("direction", "bits", "signed"), (2, 2)),
     "take_along": (take_along, take_along_shape, ("axis", "integer"), (2, 2)),
+    **SCATTER,
 }

@@ -1,14 +1,14 @@
 """Importers for ONNX's integer arithmetic and for selections by computed integers: Mod (fmod 0 and 1, integers and
 floats) and BitShift as the IR ops of mrt.float_ops.integer (rules: mrt.quantize.rules_integer; Div of integers is
 ops_text.div's IR int_div), element-wise and broadcasting, so they work on either form of a tensor (one_sample.py);
-and Gather by computed indices from an activation, as 0/1 flags (ops_index.gather)."""
+Gather by computed indices from an activation, as 0/1 flags (ops_index.gather); and, from ops_scatter, ScatterElements, ScatterND and TopK."""
 from __future__ import annotations
 
 import numpy as np
 import onnx
 from onnx import TensorProto
 
-from mrt.onnx_import import ops_index, ops_text
+from mrt.onnx_import import ops_index, ops_scatter, ops_text
 
 WIDTHS = {TensorProto.INT8: (8, 1), TensorProto.INT16: (16, 1), TensorProto.INT32: (32, 1), TensorProto.INT64: (64, 1),
           TensorProto.UINT8: (8, 0), TensorProto.UINT16: (16, 0), TensorProto.UINT32: (32, 0),
@@ -67,4 +67,5 @@ def gather(ctx, node, attrs):
     ops_index.gather(ctx, node, attrs)
 
 
-HANDLERS: dict = {"Mod": (mod, {10, 13, 28}), "BitShift": (bit_shift, {11, 28}), "Gather": (gather, {13})}
+HANDLERS: dict = {"Mod": (mod, {10, 13, 28}), "BitShift": (bit_shift, {11, 28}), "Gather": (gather, {13}),
+                  **ops_scatter.HANDLERS}

@@ -17,15 +17,14 @@ A node whose integers may leave int32 (the verifier proves every interval) is re
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from cvm.arith import bits_for, bits_max
-from cvm.errors import VerifyError
+from cvm.arith import bits_max
 from cvm.limits import MAX_BITS
+from mrt.quantize import rules_scatter
 from mrt.quantize.axes import _axis as per_sample_axis
-from mrt.quantize.rules import _const, _node_name, _operand
+from mrt.quantize.int_arith import Ints, activation
+from mrt.quantize.rules import _const, _operand
 from mrt.quantize.state import QT, QuantizeError
 
 FLOAT_MOD_BITS = 16  # a float mod's common scale: the larger operand range over 2^15 - 1 steps
@@ -34,100 +33,13 @@ MAX_WRAP_BITS = 30  # a wrap to 2^bits subtracts multiples of 2^bits, an int32 c
 MAX_DIVISOR_BITS = 29  # a right shift by up to k bits divides by 2^k with div(2x - 2^k, 2^(k+1)), int32 constants
 
 
-class _Ints:
-    """Integer arithmetic on a node's operands: a value is a numpy array (a constant, computed here) or the name
-    of an activation (a CVM node emitted, verified at once)."""
-
-    def __init__(self, qz, node):
-        self.qz, self.node, self.k = qz, node, 0
-
-    def operand(self, fname, scale=1.0):
-        """Float tensor `fname` as integers at `scale`: a constant rounded, an activation as it is or requantized."""
-        qz = self.qz
-        c = _const(qz, fname)
-        if c is not None:
-            c = np.asarray(_operand(qz, c, self.node.outputs[0]), np.float64)
-            return np.atleast_1d(np.round(c / scale)).astype(np.int64)
-        t = qz.q[fname]
-        if t.exact and scale == 1.0:
-            return t.name
-        reach = math.ceil(float(qz.thr.get(fname, 0.0)) / scale) + 1
-        bits = min(MAX_BITS, bits_for(-reach, reach))
-        return qz.requant(t, scale, bits, name=f"{_node_name(self.node)}.{self._tag()}.int").name
-
-    def _tag(self):
-        self.k += 1
-        return f"i{self.k}"
-
-    def op(self, op, *args, **attrs):
-        """CVM op `op` on values; on constants alone, numpy's result."""
-        if all(isinstance(a, np.ndarray) for a in args):
-            return NUMPY[op](*args, **attrs)
-        qz = self.qz
-        names = [qz.const(a, dtype="int32") if isinstance(a, np.ndarray) else a for a in args]
-        try:
-            return qz.op(op, *names, name=f"{_node_name(self.node)}.{op}{self._tag()}", **attrs)
-        except VerifyError as e:
-            raise QuantizeError(f"node {self.node.name!r}: {self.node.op} is exact only within int32, and its "
-                                f"integers may leave it ({e})") from None
-
-    def mul(self, a, b):
-        """a * b, where a factor of constant ones that does not broadcast the other is skipped."""
-        for one, other in ((a, b), (b, a)):
-            if isinstance(one, np.ndarray) and np.all(one == 1) and self.shape(other) == self.broadcast(a, b):
-                return other
-        return self.op("mul", a, b)
-
-    def shape(self, v):
-        return v.shape if isinstance(v, np.ndarray) else self.qz.shape_of(v)
-
-    def broadcast(self, a, b):
-        return tuple(np.broadcast_shapes(self.shape(a), self.shape(b)))
-
-    def sign(self, x):
-        return self.op("clip", x, lo=-1, hi=1)
-
-    def magnitude(self, x):
-        """(sign(x), |x|)."""
-        s = self.sign(x)
-        return s, self.mul(x, s)
-
-    def divisor(self, d):
-        """(sign(d), max(|d|, 1)): the magnitude proven >= 1 for CVM's div."""
-        s, m = self.magnitude(d)
-        if isinstance(m, np.ndarray):
-            return s, np.maximum(m, 1)
-        return s, self.op("clip", m, lo=1, hi=max(1, self.qz.interval(m)[1]))
-
-    def floor_div(self, n, e):
-        """floor(n / e) for e >= 1: div(2n - e, 2e)."""
-        if isinstance(n, np.ndarray) and isinstance(e, np.ndarray):
-            return n // e
-        return self.op("div", self.op("sub", self.mul(n, np.asarray([2])), e), self.mul(e, np.asarray([2])))
-
-    def floor_mod(self, n, e):
-        return self.op("sub", n, self.mul(self.floor_div(n, e), e))
-
-
-NUMPY = {"mul": np.multiply, "sub": np.subtract, "add": np.add, "div": lambda a, e: (2 * a + e) // (2 * e),
-         "clip": lambda x, lo, hi: np.clip(x, lo, hi), "reshape": lambda x, shape: x.reshape(shape),
-         "sum": lambda x, axes, keepdims: x.sum(axis=tuple(axes), keepdims=bool(keepdims))}
-
-
-def _activation(ints, v):
-    """A value as an activation name (a result on constants alone cannot be one: the float graph folds those)."""
-    if isinstance(v, np.ndarray):
-        raise QuantizeError(f"node {ints.node.name!r}: {ints.node.op} of constants only (should have been folded)")
-    return v
-
-
 def int_div(qz, node) -> QT:
-    ints = _Ints(qz, node)
+    ints = Ints(qz, node)
     x, d = (ints.operand(n) for n in node.inputs)
     sx, ax = ints.magnitude(x)
     sd, ad = ints.divisor(d)
     q = ints.mul(ints.floor_div(ax, ad), ints.mul(sx, sd))
-    return QT(name=_activation(ints, q), scale=np.asarray(1.0), exact=True)
+    return QT(name=activation(ints, q), scale=np.asarray(1.0), exact=True)
 
 
 def _float_scale(qz, node) -> float:
@@ -140,7 +52,7 @@ def _float_scale(qz, node) -> float:
 def mod(qz, node) -> QT:
     integer = bool(node.attrs["integer"])
     scale = 1.0 if integer else _float_scale(qz, node)
-    ints = _Ints(qz, node)
+    ints = Ints(qz, node)
     x, d = (ints.operand(n, scale) for n in node.inputs)
     sd, ad = ints.divisor(d)
     if node.attrs["fmod"]:
@@ -148,7 +60,7 @@ def mod(qz, node) -> QT:
         r = ints.mul(ints.floor_mod(ax, ad), sx)
     else:
         r = ints.mul(ints.floor_mod(ints.mul(x, sd), ad), sd)
-    return QT(name=_activation(ints, r), scale=np.asarray(scale), exact=integer)
+    return QT(name=activation(ints, r), scale=np.asarray(scale), exact=integer)
 
 
 def _data(qz, ints, fname, integer):
@@ -169,7 +81,7 @@ def take_along(qz, node) -> QT:
     """y = sum over k of x[k on axis] * [i == k], i the index with n added where negative: the flags
     1 - sign(i - k)^2 on a new axis after `axis` (x gets a unit axis before it), one nonzero term per output, so
     the result keeps x's integers and scale exactly."""
-    axis, ints = per_sample_axis(node.attrs["axis"]), _Ints(qz, node)
+    axis, ints = per_sample_axis(node.attrs["axis"]), Ints(qz, node)
     x, scale, exact = _data(qz, ints, node.inputs[0], node.attrs["integer"])
     i = ints.operand(node.inputs[1])
     n = ints.shape(x)[axis]
@@ -181,7 +93,7 @@ def take_along(qz, node) -> QT:
     shape = ints.shape(x)
     x = ints.op("reshape", x, shape=(*shape[:axis], 1, *shape[axis:]))
     out = ints.op("sum", ints.mul(flags, x), axes=[axis + 1], keepdims=0)
-    return QT(name=_activation(ints, out), scale=np.asarray(scale), exact=exact)
+    return QT(name=activation(ints, out), scale=np.asarray(scale), exact=exact)
 
 
 def _powers(ints, s, lo, hi, fn):
@@ -217,7 +129,7 @@ def bit_shift(qz, node) -> QT:
     """RIGHT: floor(x / p), p = 2^s from a table of s clipped to [-1, K] with 2^K > |x| (a shift below 0 or past
     x's bits is by 2^K: the sign fill, -1 or 0). LEFT: x * f, f = 2^s from a table of s clipped to [-1, bits] (0
     below 0 and from the type's bits on), wrapped to the type (_wrap) where the product's interval leaves it."""
-    ints, a = _Ints(qz, node), node.attrs
+    ints, a = Ints(qz, node), node.attrs
     x, s = (ints.operand(n) for n in node.inputs)
     if a["direction"] == "RIGHT":
         k = _reach(ints, x).bit_length()
@@ -234,7 +146,8 @@ def bit_shift(qz, node) -> QT:
             raise QuantizeError(f"node {node.name!r}: a left shift by up to {top} bits leaves CVM's int32")
         f = _powers(ints, s, -1, min(top, MAX_WRAP_BITS), lambda v: 0 if v < 0 or v >= bits else 1 << v)
         y = _wrap(ints, ints.mul(x, f), bits, a["signed"])
-    return QT(name=_activation(ints, y), scale=np.asarray(1.0), exact=True)
+    return QT(name=activation(ints, y), scale=np.asarray(1.0), exact=True)
 
 
-RULES: dict = {"int_div": int_div, "mod": mod, "take_along": take_along, "bit_shift": bit_shift}
+RULES: dict = {"int_div": int_div, "mod": mod, "take_along": take_along, "bit_shift": bit_shift,
+               **rules_scatter.RULES}
