@@ -12,6 +12,9 @@ Every IR tensor is float32; these ops read their integer operands rounded to the
   when `signed`), RIGHT is floor(x / 2^s) (an arithmetic shift); a shift below 0 or of `bits` or more gives
   what the sign fill alone gives: -1 for RIGHT of a negative x, else 0. bits 0: a type MRT was not told, where
   LEFT does not wrap (the quantizer refuses it unless no product can reach 2^31).
+- bitwise(a[, b]; op, bits, signed): ONNX's BitwiseAnd / Or / Xor (op 'and', 'or', 'xor') of two's-complement
+  integers, and BitwiseNot (op 'not', one input): -a - 1 when `signed`, else 2^bits - 1 - a (bits 0: not known,
+  which the importer refuses for an unsigned Not).
 - take_along(x, indices; axis, integer): numpy's take_along_axis (ONNX's GatherElements; Gather is one with the
   data reshaped), other axes broadcast; a negative index counts from the end, one out of range gives 0. integer:
   x holds integers (the quantizer keeps them exact).
@@ -26,6 +29,7 @@ from mrt.float_ops.shapes import broadcast
 
 F32 = np.float32
 DIRECTIONS = ("LEFT", "RIGHT")
+BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
 
 def _ints(*xs):
@@ -85,6 +89,20 @@ def bit_shift_shape(x, s, *, direction, bits, signed):
     return broadcast(x, s, op="bit_shift")
 
 
+def bitwise(*xs, op, bits, signed):
+    xs = _ints(*xs)
+    if op == "not":
+        return (-xs[0] - 1 if signed else (1 << bits) - 1 - xs[0]).astype(F32)
+    return BITWISE[op](*xs).astype(F32)
+
+
+def bitwise_shape(*xs, op, bits, signed):
+    if len(xs) != (1 if op == "not" else 2) or op not in (*BITWISE, "not") or not 0 <= bits <= 64:
+        raise GraphError(f"bitwise: op {op!r} one of {(*BITWISE, 'not')} ('not' of one input, the others of two), "
+                         f"bits {bits!r} in 0..64")
+    return xs[0] if len(xs) == 1 else broadcast(*xs, op="bitwise")
+
+
 def take_along(x, idx, *, axis, integer):
     n = x.shape[axis]
     (i,) = _ints(idx)
@@ -108,5 +126,6 @@ INTEGER: dict = {
     "mod": (mod, mod_shape, ("fmod", "integer"), (2, 2)),
     "bit_shift": (bit_shift, bit_shift_shape, ("direction", "bits", "signed"), (2, 2)),
     "take_along": (take_along, take_along_shape, ("axis", "integer"), (2, 2)),
+    "bitwise": (bitwise, bitwise_shape, ("op", "bits", "signed"), (1, 2)),
     **SCATTER,
 }

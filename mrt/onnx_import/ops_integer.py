@@ -1,14 +1,17 @@
 """Importers for ONNX's integer arithmetic and for selections by computed integers: Mod (fmod 0 and 1, integers and
 floats) and BitShift as the IR ops of mrt.float_ops.integer (rules: mrt.quantize.rules_integer; Div of integers is
 ops_text.div's IR int_div), element-wise and broadcasting, so they work on either form of a tensor (one_sample.py);
-Gather by computed indices from an activation, as 0/1 flags (ops_index.gather); and, from ops_scatter, ScatterElements, ScatterND and TopK."""
+Gather by computed indices from an activation, as 0/1 flags (ops_index.gather); the Bitwise ops; and, from
+ops_scatter, ScatterElements, ScatterND and TopK."""
 from __future__ import annotations
 
 import numpy as np
 import onnx
 from onnx import TensorProto
 
+from mrt.errors import UnsupportedOp
 from mrt.onnx_import import ops_index, ops_scatter, ops_text
+from mrt.onnx_import.attrs import where
 
 WIDTHS = {TensorProto.INT8: (8, 1), TensorProto.INT16: (16, 1), TensorProto.INT32: (32, 1), TensorProto.INT64: (64, 1),
           TensorProto.UINT8: (8, 0), TensorProto.UINT16: (16, 0), TensorProto.UINT32: (32, 0),
@@ -57,6 +60,22 @@ def bit_shift(ctx, node, attrs):
              {"direction": direction, "bits": bits, "signed": signed}, node, out=node.output[0])
 
 
+MAX_NOT_BITS = 30  # an unsigned Not is 2^bits - 1 - x: an int32 value up to this width
+
+
+def bitwise(ctx, node, attrs):
+    """BitwiseAnd / Or / Xor of two's-complement integers (no width needed: the result's bits above the inputs'
+    repeat their sign bits); BitwiseNot is -x - 1 for a signed type and 2^bits - 1 - x for an unsigned one, whose
+    width comes from the model's types (_width)."""
+    op = node.op_type[len("Bitwise"):].lower()
+    bits, signed = _width(ctx, node) if op == "not" else (0, 1)
+    if op == "not" and (not bits or not signed and bits > MAX_NOT_BITS):
+        raise UnsupportedOp(f"{where(node)}: BitwiseNot of " + (f"uint{bits} gives values past CVM's int32" if bits
+                                                                 else "a type the import did not learn"))
+    ctx.emit("bitwise", [ctx.tensor(i, node) for i in node.input], {"op": op, "bits": bits, "signed": signed}, node,
+             out=node.output[0])
+
+
 def gather(ctx, node, attrs):
     """Gather by computed indices from an activation, or from a constant along another axis than its rows, selects
     by flags (ops_index.gather); constant indices and an embedding lookup (a constant table's rows) are ops_text's."""
@@ -68,4 +87,4 @@ def gather(ctx, node, attrs):
 
 
 HANDLERS: dict = {"Mod": (mod, {10, 13, 28}), "BitShift": (bit_shift, {11, 28}), "Gather": (gather, {13}),
-                  **ops_scatter.HANDLERS}
+                  **{f"Bitwise{op}": (bitwise, {18}) for op in ("And", "Or", "Xor", "Not")}, **ops_scatter.HANDLERS}

@@ -13,6 +13,7 @@ divisor (its sign 0) gives 0 as numpy does:
 
 A float mod (integer 0) is the integer mod of both operands at one fine scale (16 bits over the larger
 range): as exact as the operands' rounding, like comparisons of floats (rules_compare).
+Bitwise ops read bits as floor(u / 2^j) - 2 floor(u / 2^(j+1)) of u = x modulo 2^k (bitwise).
 A node whose integers may leave int32 (the verifier proves every interval) is refused with a QuantizeError.
 """
 from __future__ import annotations
@@ -149,5 +150,42 @@ def bit_shift(qz, node) -> QT:
     return QT(name=activation(ints, y), scale=np.asarray(1.0), exact=True)
 
 
-RULES: dict = {"int_div": int_div, "mod": mod, "take_along": take_along, "bit_shift": bit_shift,
+def _bits(ints, x, k):
+    """(the low k bits of x in two's complement on a new last axis, x's sign bit [x < 0]), |x| <= 2^k: the bits
+    of u = x + 2^k [x < 0], which is x modulo 2^k, as floor(u / 2^j) - 2 floor(u / 2^(j+1))."""
+    sign = ints.mul(ints.op("clip", x, lo=-1, hi=0), np.asarray([-1]))
+    u = ints.op("add", x, ints.mul(sign, np.asarray([1 << k])))
+    u = ints.op("reshape", u, shape=(*ints.shape(u), 1))
+    p = 1 << np.arange(k)
+    low = ints.op("sub", ints.floor_div(u, p), ints.mul(ints.floor_div(u, 2 * p), np.asarray([2])))
+    return ints.op("clip", low, lo=0, hi=1), sign  # 0 or 1 already: the clip tells the verifier
+
+
+COMBINE = {"and": lambda ints, a, b: ints.mul(a, b),
+           "or": lambda ints, a, b: ints.op("sub", ints.op("add", a, b), ints.mul(a, b)),
+           "xor": lambda ints, a, b: ints.mul(*(2 * [ints.op("sub", a, b)]))}
+
+
+def bitwise(qz, node) -> QT:
+    """Not: -x - 1 (signed) or 2^bits - 1 - x. And, Or, Xor: bit by bit on the operands' k low bits and their
+    sign bits (_bits; every bit from k up is the sign bit), combined as a * b, a + b - a * b and (a - b)^2, and
+    y = sum_j r_j 2^j - r_sign 2^k."""
+    ints, a = Ints(qz, node), node.attrs
+    xs = [ints.operand(n) for n in node.inputs]
+    if a["op"] == "not":
+        y = ints.op("sub", np.asarray([-1 if a["signed"] else (1 << a["bits"]) - 1]), xs[0])
+        return QT(name=activation(ints, y), scale=np.asarray(1.0), exact=True)
+    k = max(1, max(ints.reach(x) for x in xs).bit_length())
+    if k > MAX_DIVISOR_BITS:
+        raise QuantizeError(f"node {node.name!r}: bitwise {a['op']} of {k}-bit values: CVM's int32 division reads "
+                            f"the bits of at most {MAX_DIVISOR_BITS}-bit ones")
+    (la, sa), (lb, sb) = (_bits(ints, x, k) for x in xs)
+    combine = COMBINE[a["op"]]
+    low = ints.mul(combine(ints, la, lb), 1 << np.arange(k))
+    low = ints.op("sum", low, axes=[len(ints.shape(low)) - 1], keepdims=0)
+    y = ints.op("sub", low, ints.mul(combine(ints, sa, sb), np.asarray([1 << k])))
+    return QT(name=activation(ints, y), scale=np.asarray(1.0), exact=True)
+
+
+RULES: dict = {"int_div": int_div, "mod": mod, "take_along": take_along, "bit_shift": bit_shift, "bitwise": bitwise,
                **rules_scatter.RULES}

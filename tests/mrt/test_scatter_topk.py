@@ -1,5 +1,5 @@
-"""ScatterElements, ScatterND and TopK through the integer pipeline (mrt.float_ops.scatter,
-mrt.quantize.rules_scatter): the float ops give ONNX's results, and the converted CVM models
+"""ScatterElements, ScatterND, TopK and the Bitwise ops through the integer pipeline (mrt.float_ops.scatter,
+mrt.quantize.rules_scatter, rules_integer.bitwise): the float ops give ONNX's results, and the converted CVM models
 give the same integers, bit for bit, on inputs within the calibrated range."""
 from functools import lru_cache
 
@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from mrt.float_ops import OPS
 from mrt.pipeline import convert
+from mrt.quantize import QuantizeError
 from tests.mrt.conftest import IR_VERSION
 from tests.mrt.test_integer_ops import SETTINGS, _run
 
@@ -169,3 +170,41 @@ def test_top_k_of_integers_gives_values_and_indices_exactly(largest, k):
     want = OPS["top_k"].run(x.astype(np.float32), axis=1, k=k, largest=largest, output=1).astype(np.int64)
     np.testing.assert_array_equal(got[1], want)
     np.testing.assert_array_equal(got[0], np.take_along_axis(x, want, axis=1))
+
+
+# ---------------------------------------------------------------- Bitwise
+
+
+BITWISE = {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}
+
+
+@lru_cache(maxsize=None)
+def _bitwise_model(op):
+    model = _model(N(op, ["a", "b"], ["y"]), {"a": (TensorProto.INT16, (1, 6)), "b": (TensorProto.INT16, (1, 6))},
+                   out_type=TensorProto.INT16)
+    rng = np.random.default_rng(5)
+    feeds = {n: _ends((1, 6), 32767, rng).astype(np.int16) for n in "ab"}
+    return convert(model, feeds, progress=False)
+
+
+@pytest.mark.parametrize("op", sorted(BITWISE))
+@SETTINGS
+@given(a=hnp.arrays(np.int64, (4, 6), elements=st.integers(-32767, 32767)),
+       b=hnp.arrays(np.int64, (4, 6), elements=st.integers(-32767, 32767)))
+def test_bitwise_of_int16_is_exact(op, a, b):
+    np.testing.assert_array_equal(_run(_bitwise_model(op), {"a": a, "b": b}), np.maximum(BITWISE[op](a, b), -32767))
+
+
+@pytest.mark.parametrize("t, want", [(TensorProto.INT8, lambda x: -x - 1), (TensorProto.UINT8, lambda x: 255 - x)])
+def test_bitwise_not_follows_the_type(t, want):
+    model = _model(N("BitwiseNot", ["x"], ["y"]), {"x": (t, (1, 6))}, out_type=t)
+    x = np.arange(-60, 60).reshape(20, 6) if t == TensorProto.INT8 else np.arange(0, 240).reshape(40, 6)
+    np.testing.assert_array_equal(_run(convert(model, {"x": x}, progress=False), {"x": x}), want(x))
+
+
+def test_bitwise_of_values_past_29_bits_is_refused():
+    model = _model(N("BitwiseAnd", ["a", "b"], ["y"]), {"a": (TensorProto.INT32, (1, 6)),
+                                                         "b": (TensorProto.INT32, (1, 6))}, out_type=TensorProto.INT32)
+    feeds = {n: np.full((2, 6), 1 << 30, np.int64) * np.asarray([[1], [-1]]) for n in "ab"}
+    with pytest.raises(QuantizeError, match="bitwise and of 3[01]-bit values"):
+        convert(model, feeds, progress=False)
