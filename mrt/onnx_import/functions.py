@@ -95,11 +95,36 @@ def _bind_node(inner, rename, attributes):
             bound.CopyFrom(attributes[a.ref_attr_name])
             bound.name = a.name
             out.attribute.append(bound)
+        elif a.type == onnx.AttributeProto.GRAPH:  # a Loop, Scan or If in the body (Range's, LinearAttention's)
+            bound = onnx.AttributeProto()
+            bound.CopyFrom(a)
+            bound.g.CopyFrom(_bind_graph(a.g, rename))
+            out.attribute.append(bound)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            raise UnsupportedOp(f"node {inner.name or inner.op_type!r} in a function body holds a list of graphs")
         else:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-                raise UnsupportedOp(f"node {inner.name or inner.op_type!r} in a function body holds a subgraph")
             out.attribute.append(a)
     return out
+
+
+def _bind_graph(graph, rename):
+    """A subgraph of a body with the names it reads from the body (not defined inside it) bound as the body's."""
+    bound = onnx.GraphProto()
+    bound.CopyFrom(graph)
+    defined = {v.name for v in bound.input} | {t.name for t in bound.initializer} | \
+              {o for n in bound.node for o in n.output}
+
+    def outer(name):
+        return name if not name or name in defined else rename(name)
+
+    for n in bound.node:
+        n.input[:] = [outer(i) for i in n.input]
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                a.g.CopyFrom(_bind_graph(a.g, outer))
+    for o in bound.output:
+        o.name = outer(o.name)
+    return bound
 
 
 def expand(ctx, node, opsets, types) -> tuple[list, dict]:

@@ -60,7 +60,7 @@ PARAMETERS = {  # op -> input positions that real exports write as initializers 
     "Resize": (1, 2, 3), "Upsample": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "TopK": (1,), "Trilu": (1,),
     "CumSum": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,), "OneHot": (1, 2), "Dropout": (1, 2),
     "CenterCropPad": (1,), "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2), "CausalConvWithState": (1, 2),
-    "CastLike": (1,), "CumProd": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 2, 3),
+    "CastLike": (1,), "Loop": (0, 1), "CumProd": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 2, 3),
     **{f"Reduce{k}": (1,) for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "Sum",
                                     "SumSquare")},
 }
@@ -116,13 +116,15 @@ def not_applicable(case) -> str | None:
 
 
 def prepared(case) -> tuple[onnx.ModelProto, dict, list]:
-    """(model with its PARAMETERS inputs as initializers, {runtime input: array}, expected outputs)."""
+    """(model with its PARAMETERS inputs as initializers, {runtime input: array}, expected outputs). An input
+    is a parameter where every node reading it reads it at a PARAMETERS position (CastLike's `like` is also the
+    data of other nodes in an expanded function)."""
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     inputs, outputs = case.data_sets[0]
     values = {v.name: as_array(a) for v, a in zip(model.graph.input, inputs)}
-    params = {n.input[k] for n in model.graph.node for k in PARAMETERS.get(n.op_type, ())
-              if k < len(n.input) and n.input[k] in values}
+    uses = [(n.input[k], k in PARAMETERS.get(n.op_type, ())) for n in model.graph.node for k in range(len(n.input))]
+    params = {name for name, _ in uses if name in values} - {name for name, fixed in uses if not fixed}
     keep = [v for v in model.graph.input if v.name not in params]
     del model.graph.input[:]
     model.graph.input.extend(keep)
