@@ -57,9 +57,6 @@ NOT_RUN = {
     "Constant": "always folded at import; the one case has a constant output (test_import.py)",
     "GridSample": "every case computes its grid at run time (refused by name); a constant grid is tested in "
                   "test_tail_ops.py",
-    **{op: "every case's sample has more than one entry on ONNX axis 0, and the op has no whole-tensor translation "
-           "(mrt.onnx_import.whole_form) yet; it is tested on unit-axis inputs in test_scatter_topk.py"
-       for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "ScatterND")},
 }
 SKIPS = {
     "test_gathernd_example_int32_batch_dim1": "GatherND with batch_dims 1 (0 is supported)",
@@ -92,18 +89,6 @@ SKIPS = {
     "test_identity_sequence": "sequence types",
     "test_identity_opt": "optional types",
     **VISION_SKIPS,
-    **{f"test_{case}": "a sample whose ONNX axis 0 is not 1: BitwiseAnd/Or/Xor/Not and ScatterND have no whole-tensor "
-                       "translation in mrt.onnx_import.whole_form yet (they import on unit-axis inputs: "
-                       "test_scatter_topk.py)"
-       for case in [*(f"bitwise_{op}_{t}" for op, types in (("and", ("i16_3d", "i32_2d", "ui64_bcast_3v1d",
-                                                                        "ui8_bcast_4v3d")),
-                                                             ("or", ("i16_4d", "i32_2d", "ui64_bcast_3v1d",
-                                                                     "ui8_bcast_4v3d")),
-                                                             ("xor", ("i16_3d", "i32_2d", "ui64_bcast_3v1d",
-                                                                      "ui8_bcast_4v3d")),
-                                                             ("not", ("2d", "3d", "4d"))) for t in types),
-                    "scatternd", "scatternd_add", "scatternd_max", "scatternd_min", "scatternd_multiply",
-                    "scatternd_max_with_element_indices", "scatternd_min_with_element_indices"]},
 }
 
 
