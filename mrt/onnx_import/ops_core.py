@@ -10,6 +10,7 @@ from onnx import TensorProto, helper
 
 from mrt.errors import UnsupportedOp
 from mrt.float_ops import BATCH
+from mrt.onnx_import.context import MASK_INFINITY
 from mrt.onnx_import.attrs import optional_input, where
 from mrt.onnx_import.ops_reduce import pad_by_copies
 
@@ -153,6 +154,7 @@ def pad(ctx, node, attrs):
     rank = len(ctx.shape(x, node))
     pads = [int(p) for p in ctx.const(node.input[1], node, "Pad pads")]
     value = _scalar(ctx, node, 2, "Pad constant_value", 0.0)
+    value = float(np.clip(value, -MASK_INFINITY, MASK_INFINITY))  # an infinite pad (a mask's) as constants become
     axes_name = optional_input(node, 3)
     axes = list(range(rank)) if axes_name is None else [
         _axis(node, int(a), rank) for a in ctx.const(axes_name, node, "Pad axes")]
