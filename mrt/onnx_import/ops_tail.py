@@ -16,11 +16,12 @@ import math
 import numpy as np
 
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import import batch_major, ops_linear_maps, ops_nn
+from mrt.onnx_import import batch_major, ops_linear_maps, ops_nn, whole_form
 from mrt.onnx_import.attrs import where
 from mrt.onnx_import.forms import WHOLE, stored
 from mrt.onnx_import.ops_reduce import _reduce_axes
 from mrt.onnx_import.ops_shape import _axes, _const_ints
+from mrt.onnx_import.ops_unary import TRIG
 
 
 def _slice(ctx, node, x, axis, start, end):
@@ -326,7 +327,7 @@ def cum_prod_whole(ctx, node, a):
 
 
 # the whole-tensor translations of these ops (mrt.onnx_import.whole_form.WHOLE_FORMS's form)
-WHOLE_FORMS = {"Einsum": einsum_whole, "CumProd": cum_prod_whole}
+WHOLE_FORMS = {"Einsum": einsum_whole, "CumProd": cum_prod_whole, **{op: whole_form._same for op in TRIG}}
 
 HANDLERS = {
     "Hardmax": (hardmax, {13}),

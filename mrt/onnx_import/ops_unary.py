@@ -19,6 +19,9 @@ _UNARY = {"Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal"
           "HardSwish": "hard_swish"}
 _BINARY = {"Pow": "pow", "Greater": "greater", "Less": "less", "GreaterOrEqual": "greater_equal",
            "LessOrEqual": "less_equal", "Equal": "equal", "And": "and", "Or": "or", "Xor": "xor"}
+# inverse and hyperbolic trigonometric functions: float ops of mrt.float_ops.tail, each one table
+TRIG = {"Acos": "acos", "Acosh": "acosh", "Asin": "asin", "Asinh": "asinh", "Atan": "atan", "Atanh": "atanh",
+        "Tan": "tan", "Cosh": "cosh", "Sinh": "sinh"}
 
 
 def _input(ctx, node, name):
@@ -117,6 +120,7 @@ def prelu(ctx, node, attrs):
 HANDLERS = {
     **{onnx_op: (unary(op), {1, 6, 9, 11, 12, 13, 14, 18, 20, 22}) for onnx_op, op in _UNARY.items()},
     **{onnx_op: (binary(op), {1, 7, 9, 11, 12, 13, 15, 16, 19}) for onnx_op, op in _BINARY.items()},
+    **{onnx_op: (unary(op), {7, 9, 22}) for onnx_op, op in TRIG.items()},
     "Elu": (unary("elu", alpha=1.0), {6, 22}),
     "Celu": (unary("celu", alpha=1.0), {12, 28}),  # 28 adds float16, double, bfloat16 types
     "Selu": (unary("selu", alpha=SELU_ALPHA, gamma=SELU_GAMMA), {6, 22}),

@@ -1,4 +1,18 @@
-"""Quantization rules (filled in by the work on issue 30/31). RULES: {float op: rule}."""
+"""Quantization rules of the ONNX tail's float ops (mrt.float_ops.tail). RULES: {float op: rule}.
+
+The trigonometric functions are one lookup table each over the input's proven integer range (rules._table)."""
 from __future__ import annotations
 
-RULES: dict = {}
+from mrt.float_ops.tail import TRIG
+from mrt.quantize.rules import _table
+
+
+def _trig(fn):
+    def rule(qz, node):
+        return _table(qz, node, fn)
+    return rule
+
+
+RULES: dict = {
+    **{name: _trig(fn) for name, fn in TRIG.items()},
+}

@@ -197,3 +197,21 @@ def test_whole_form_translations(monkeypatch, equation, shapes, axis):
     want = ReferenceEvaluator(model).run(None, feeds)[0]
     got = run_float(import_onnx(model), {n: v[None] for n, v in feeds.items()})["y"][0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+TRIG_DOMAINS = {"Acos": (-0.95, 0.95), "Asin": (-0.95, 0.95), "Atanh": (-0.9, 0.9), "Acosh": (1.2, 6.0),
+                "Asinh": (-4, 4), "Atan": (-4, 4), "Tan": (-1.2, 1.2), "Cosh": (-3, 3), "Sinh": (-3, 3)}
+
+
+@pytest.mark.parametrize("op", sorted(TRIG_DOMAINS))
+def test_trigonometric_tables(op):
+    """Inverse and hyperbolic trigonometric functions and Tan: one lookup table each (mrt.quantize.rules_tail)."""
+    model = _model(N(op, ["x"], ["y"]), (4, 6), opset=22)
+    lo, hi = TRIG_DOMAINS[op]
+    rng = np.random.default_rng(0)
+    x = rng.uniform(lo, hi, size=(8, 4, 6)).astype(np.float32)
+    want = _expected(model, x)
+    np.testing.assert_allclose(run_float(import_onnx(model), {"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+    m = convert(model, rng.uniform(lo, hi, size=(64, 4, 6)).astype(np.float32), progress=False)
+    got = m.dequantize_output(m.run(m.quantize_input(x), backend="reference"), m.graph.outputs[0])
+    assert _cosine(got, want) > 0.999, op
