@@ -5,9 +5,10 @@ node or left as arithmetic) -> masked_softmax(x, m) with that computation as its
 Quantized apart, the add would put the scores at the scale of a bias of -3.4e38 and lose them; fused,
 the bias is a table over the mask's integer values at the scores' scale, clipped where it already
 masks (mrt.quantize.rules_text.masked_softmax). Runs after fuse_univariate; the univariate node goes when
-nothing else reads it. A constant bias with masking entries (a causal mask: 0 or minus infinity), alone or added
-to a computed bias m, is a constant mask: softmax((x + m) + C) -> masked_softmax(x + m, C) with the empty
-program; the scores keep their own scale and C becomes a constant penalty at it."""
+nothing else reads it. A bias with masking constants (a causal mask: 0 or minus infinity; a padded cache's mask,
+padded with minus infinity) splits into a computed part m and a constant C holding every masking entry (through
+adds and pads): softmax(x + bias) -> masked_softmax(x + m, C) with the empty program; the scores keep their own
+scale and C becomes a constant penalty at it."""
 from dataclasses import replace
 
 import numpy as np
@@ -44,36 +45,64 @@ def _masked(graph, roots, node):
     for x, u in (add.inputs, add.inputs[::-1]):
         if graph.is_constant(x) or graph.full_shape(x) != graph.full_shape(add.outputs[0]):
             continue
-        if _constant_mask(graph, u):
-            return x, u, (), None
-        inner = graph.producer(u)
-        if inner is not None and inner.op == "add":  # (the bias may have other readers: a row-all-masked test)
-            for m, c in (inner.inputs, inner.inputs[::-1]):
-                if _constant_mask(graph, c) and not graph.is_constant(m):
-                    return x, c, (), m
+        new = []
+        act, const = _split(graph, u, new)
+        if const is not None and float(np.min(const)) <= -MASK_FLOOR:
+            return x, const.astype(np.float32), (), act, new
         bias = None if graph.is_constant(u) else _bias_program(graph, roots, u)
         if bias is not None and bias[0] != x:
-            return x, *bias, None
+            return x, *bias, None, []
     return None
 
 
-def _constant_mask(graph, name) -> bool:
-    """Whether `name` is a constant bias that masks: some entry at or below -MASK_FLOOR (a causal mask's minus
-    infinity, which the importer makes -2^100, or an exporter's float32 lowest)."""
-    c = graph.initializers.get(name)
-    return c is not None and c.size > 0 and float(np.min(c)) <= -MASK_FLOOR
+def _split(graph, u, new):
+    """(activation part, constant part) of a bias u = a + c, c a numpy constant holding every masking entry; the
+    nodes computing the activation part go to `new`. Reads sums and pads with a masking value (a padded cache's
+    mask); (u, None) where u has no constant part."""
+    if graph.is_constant(u):
+        return None, np.asarray(graph.initializers[u], np.float64)
+    p = graph.producer(u)
+    if p is not None and p.op == "add":
+        (a, ca), (b, cb) = _split(graph, p.inputs[0], new), _split(graph, p.inputs[1], new)
+        if ca is None and cb is None:
+            return u, None
+        return _sum(graph, a, b, new, u), ca if cb is None else cb if ca is None else ca + cb
+    if p is not None and p.op == "pad" and p.attrs["value"] <= -MASK_FLOOR:
+        a, ca = _split(graph, p.inputs[0], new)
+        rank, pads = len(graph.full_shape(u)), p.attrs["pads"]
+        inner = (1, *graph.full_shape(p.inputs[0])[1:])
+        base = np.broadcast_to(np.zeros(inner) if ca is None else ca, inner)
+        const = np.pad(base, [(pads[i], pads[rank + i]) for i in range(rank)], constant_values=p.attrs["value"])
+        if a is not None:
+            padded = fresh_name(f"{u}.unmasked", graph.tensor_names() | {o for n in new for o in n.outputs})
+            new.append(Node("pad", (a,), (padded,), {"pads": pads, "value": 0.0}, padded))
+            a = padded
+        return a, const
+    return u, None
+
+
+def _sum(graph, a, b, new, hint):
+    if a is None or b is None:
+        return b if a is None else a
+    out = fresh_name(f"{hint}.unmasked", graph.tensor_names() | {o for n in new for o in n.outputs})
+    new.append(Node("add", (a, b), (out,), {}, out))
+    return out
 
 
 def fuse_masked_softmax(graph):
-    nodes, changed, roots = [], False, _roots(graph)
+    nodes, changed, roots, inits = [], False, _roots(graph), dict(graph.initializers)
     for node in graph.nodes:
         found = _masked(graph, roots, node)
         if found is None:
             nodes.append(node)
             continue
-        x, mask, program, also = found
-        if also is not None:  # softmax(x + (m + C)): the scores x + m, masked by the constant C
-            summed = fresh_name(f"{node.name}.scores", graph.tensor_names())
+        x, mask, program, also, extra = found
+        if not isinstance(mask, str):  # a constant mask C: softmax(x + (m + C)) is masked_softmax(x + m, C)
+            name = fresh_name(f"{node.name}.mask", graph.tensor_names() | set(inits))
+            inits[name], mask = mask, name
+            nodes += extra
+        if also is not None:
+            summed = fresh_name(f"{node.name}.scores", graph.tensor_names() | {o for n in nodes for o in n.outputs})
             nodes.append(Node("add", (x, also), (summed,), {}, f"{node.name}.scores"))
             x = summed
         nodes.append(Node("masked_softmax", (x, mask), node.outputs, {"program": program}, node.name))
@@ -86,4 +115,4 @@ def fuse_masked_softmax(graph):
         nodes = kept
         used = {i for n in nodes for i in n.inputs} | set(graph.outputs)
         kept = [n for n in nodes if n.outputs[0] in used]
-    return rebuild(graph, [replace(n) for n in kept], dict(graph.initializers))
+    return rebuild(graph, [replace(n) for n in kept], inits)
