@@ -109,3 +109,12 @@ def test_parameters_become_initializers():
     assert list(feeds) == ["x"]
     assert {i.name for i in model.graph.initializer} == {"W"}
     onnx.checker.check_model(model)
+
+
+def test_limits_name_what_one_integer_sample_cannot_express():
+    empty = {"status": "refused", "reason": "UnsupportedOp: graph input 'x': a dim of size 0 (an empty tensor)"}
+    missing = {"status": "refused", "reason": "UnsupportedOp: Foo node 'y': op Foo (opset 21) is not supported"}
+    assert node_tests_doc.limit_of(empty).startswith("an empty tensor") and node_tests_doc.limit_of(missing) is None
+    results = {"a": empty, "b": missing, "c": {"status": "passed", "reason": ""},
+               "d": {"status": "not applicable", "reason": "a string tensor"}}
+    assert node_tests_doc.expressible(results) == 2
