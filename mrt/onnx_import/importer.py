@@ -47,6 +47,11 @@ from mrt.onnx_import.opsets import ML_DOMAIN, opsets as model_opsets, upgrade
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
               "Multinomial", "Bernoulli"}
 
+# op -> the inputs whose values (not only shapes) set its output's shape: computed from the data, the model's
+# shapes would depend on the data, which no CVM graph expresses
+VALUE_SHAPED = {"Range": (0, 1, 2), "ConstantOfShape": (0,), "BlackmanWindow": (0,), "HannWindow": (0,),
+                "HammingWindow": (0,), "MelWeightMatrix": (0, 1, 2)}
+
 # (domain, op_type) -> (handler, since_versions of the op schema the handler implements)
 HANDLERS = {
     ("", "Conv"): (nn.conv, {11, 22}),
@@ -155,6 +160,11 @@ def _fold_with_onnxruntime(node, feeds, opsets, domain):
 def _handle(ctx, node, opsets):
     domain = node.domain if node.domain != "ai.onnx" else ""
     handler, versions = HANDLERS.get((domain, node.op_type), (None, None))
+    computed = [node.input[k] for k in VALUE_SHAPED.get(node.op_type, ()) if k < len(node.input)
+                and node.input[k] and not ctx.is_const(node.input[k])] if domain == "" else []
+    if computed:
+        raise UnsupportedOp(f"{where(node)}: the output's shape is set by the value of {computed[0]!r}, which "
+                            "depends on the data")
     if handler is None and domain == "" and node.op_type in decompose.DECOMPOSE:
         for inner in decompose.DECOMPOSE[node.op_type](ctx, node):
             _import_node(ctx, inner, opsets)

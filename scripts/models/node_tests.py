@@ -64,6 +64,7 @@ PARAMETERS = {  # op -> input positions that real exports write as initializers 
     **{f"Reduce{k}": (1,) for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "Sum",
                                     "SumSquare")},
 }
+SHAPE_READERS = {"Shape", "Size"}  # ops that read an input's shape, never its values
 FLOAT_TYPES = {getattr(onnx.TensorProto, t) for t in dir(onnx.TensorProto) if t.startswith(("FLOAT", "DOUBLE", "BFLOAT"))}
 RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
 TRAINING_DOMAIN = "ai.onnx.preview.training"
@@ -118,12 +119,13 @@ def not_applicable(case) -> str | None:
 def prepared(case) -> tuple[onnx.ModelProto, dict, list]:
     """(model with its PARAMETERS inputs as initializers, {runtime input: array}, expected outputs). An input
     is a parameter where every node reading it reads it at a PARAMETERS position (CastLike's `like` is also the
-    data of other nodes in an expanded function)."""
+    data of other nodes in an expanded function); Shape and Size read only its shape."""
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
     inputs, outputs = case.data_sets[0]
     values = {v.name: as_array(a) for v, a in zip(model.graph.input, inputs)}
-    uses = [(n.input[k], k in PARAMETERS.get(n.op_type, ())) for n in model.graph.node for k in range(len(n.input))]
+    uses = [(n.input[k], k in PARAMETERS.get(n.op_type, ()) or n.op_type in SHAPE_READERS)
+            for n in model.graph.node for k in range(len(n.input))]
     params = {name for name, _ in uses if name in values} - {name for name, fixed in uses if not fixed}
     keep = [v for v in model.graph.input if v.name not in params]
     del model.graph.input[:]

@@ -28,7 +28,7 @@ LIMITS = (
     (("is a constant (does not depend on the input)",), "an output that does not depend on the input"),
     (("NaN or infinite values", "is infinite on the calibration data"), "NaN or infinite data (no integer value)"),
     (("is all zeros: calibration needs real samples",), "a sample of all zeros as the only calibration data"),
-    (("pads ('", "shape ('", "trip count ('", "condition ('", "axis ('", "op NonZero", "op Unique", "op Compress",
+    (("pads ('", "shape ('", "which depends on the data", "trip count ('", "condition ('", "axis ('", "op NonZero", "op Unique", "op Compress",
       "op NonMaxSuppression", "op ImageDecoder", "op ConstantOfShape"),
      "a shape, axis or count that depends on the data (NonZero, Unique, Compress, NMS, a decoded image's size, "
      "computed pads, shapes, trip counts)"),
