@@ -215,3 +215,53 @@ def test_trigonometric_tables(op):
     m = convert(model, rng.uniform(lo, hi, size=(64, 4, 6)).astype(np.float32), progress=False)
     got = m.dequantize_output(m.run(m.quantize_input(x), backend="reference"), m.graph.outputs[0])
     assert _cosine(got, want) > 0.999, op
+
+
+def _pow_model(y_type=TensorProto.FLOAT, y_const=None):
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])]
+    if y_const is None:
+        inputs.append(helper.make_tensor_value_info("y", y_type, ["N", 3, 4]))
+    graph = helper.make_graph([N("Pow", ["x", "y"], ["z"])], "g", inputs,
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                              [] if y_const is None else [numpy_helper.from_array(y_const, "y")])
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 15)])
+
+
+@pytest.mark.parametrize("form", ["exp_log", "exp_log_negative", "integer_exponent", "constant_exponents"])
+def test_pow_of_two_tensors(form):
+    """Pow of two tensors (mrt.quantize.rules_pow): exp(y log|x|) with x's sign for odd y, or one table per value
+    of an integer exponent (an int64 input, or a constant's values)."""
+    rng = np.random.default_rng(7)
+
+    def feeds(n):
+        x = rng.uniform(0.2, 3, size=(n, 3, 4)) if form == "exp_log" else rng.uniform(-2, 2, size=(n, 3, 4))
+        y = rng.uniform(-1.5, 2, size=(n, 3, 4)) if form == "exp_log" else rng.integers(0, 4, size=(n, 3, 4))
+        out = {"x": x.astype(np.float32)}
+        if form != "constant_exponents":
+            out["y"] = y.astype(np.int64 if form == "integer_exponent" else np.float32)
+        return out
+    y_const = np.asarray([[1, 2, 3, 0.5]], np.float32) if form == "constant_exponents" else None
+    if form == "constant_exponents":
+        rng = np.random.default_rng(8)
+        feeds = (lambda f: lambda n: {"x": np.abs(f(n)["x"])})(feeds)
+    model = _pow_model(TensorProto.INT64 if form == "integer_exponent" else TensorProto.FLOAT, y_const)
+    import onnxruntime as ort
+    test = feeds(8)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, test)[0]
+    m = convert(model, feeds(64), progress=False)
+    q = {s.name: m.quantize_input(test[s.name], s.name) for s in m.graph.inputs}
+    got = m.dequantize_output(m.run(q, backend="reference"), m.graph.outputs[0])
+    assert _cosine(got, want) > 0.995, form
+
+
+def test_pow_of_integers_is_exact():
+    graph = helper.make_graph([N("Pow", ["x", "y"], ["z"])], "g",
+                              [helper.make_tensor_value_info(n, TensorProto.INT64, ["N", 5]) for n in "xy"],
+                              [helper.make_tensor_value_info("z", TensorProto.INT64, None)])
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 15)])
+    rng = np.random.default_rng(9)
+    feeds = {"x": rng.integers(-4, 5, size=(32, 5)), "y": rng.integers(0, 6, size=(32, 5))}
+    m = convert(model, feeds, progress=False)
+    q = {s.name: m.quantize_input(feeds[s.name], s.name) for s in m.graph.inputs}
+    got = m.dequantize_output(m.run(q, backend="reference"), m.graph.outputs[0])
+    np.testing.assert_array_equal(got, feeds["x"] ** feeds["y"])
