@@ -10,6 +10,7 @@ from mrt.passes.fold_batchnorm import fold_batchnorm
 from mrt.passes.fold_constants import fold_constants
 from mrt.passes.fold_input_affine import fold_input_affine
 from mrt.passes.fuse_layer_norm import fuse_layer_norm
+from mrt.passes.fuse_log_sum_exp import fuse_log_sum_exp
 from mrt.passes.fuse_magnitude import fuse_magnitude
 from mrt.passes.fuse_masked_softmax import fuse_masked_softmax
 from mrt.passes.fuse_univariate import fuse_univariate
@@ -36,6 +37,7 @@ DEFAULT_PIPELINE = (
     ("rewrite_global_avg_pool", rewrite_global_avg_pool),
     ("rewrite_avg_pool", rewrite_avg_pool),
     ("fold_input_affine", fold_input_affine),
+    ("fuse_log_sum_exp", fuse_log_sum_exp),
     ("fuse_univariate", fuse_univariate),
     ("fuse_masked_softmax", fuse_masked_softmax),
     ("fuse_layer_norm", fuse_layer_norm),

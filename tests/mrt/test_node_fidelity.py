@@ -1,0 +1,44 @@
+"""ONNX node-test cases that converted but came out wrong (scripts/models/node_tests.py "failed"), each as a tiny
+ONNX model (onnx.helper) reproducing the pattern, converted through mrt.convert, run on CVM's reference
+interpreter and compared with onnxruntime's float output.
+
+* log(sum(exp(x))) written out (ReduceLogSumExp's expanded body): exp's table over inputs 1..60 spans 1e26, so
+  every exp but the largest rounded to zero and a row's log was the log of zero (cosine -0.04);
+  mrt.passes.fuse_log_sum_exp shifts by the row maximum.
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+import mrt.pipeline as pipeline
+
+from conftest import build_model, ort_run
+
+F32 = np.float32
+
+
+def _cvm_and_float(model, feeds: dict, **options):
+    """(converted model's output on the reference backend, onnxruntime's float output)."""
+    m = pipeline.convert(model, feeds, progress=False, **options)
+    x = feeds if len(feeds) > 1 else next(iter(feeds.values()))
+    got = m.dequantize_output(m.run(m.quantize_input(x), backend="reference"))
+    want = next(iter(ort_run(model, feeds).values()))
+    assert got.shape == want.shape, (got.shape, want.shape)
+    return got, want
+
+
+def _rel_l2(got, want) -> float:
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def test_log_sum_exp_written_out_keeps_small_rows(rng):
+    nodes = [helper.make_node("Exp", ["x"], ["e"], name="exp"),
+             helper.make_node("ReduceSum", ["e", "axes"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Log", ["s"], ["y"], name="log")]
+    model = build_model(nodes, {"x": (3, 4)}, ["y"], {"axes": np.array([2], np.int64)})
+    x = rng.uniform(0, 10, (16, 3, 4)).astype(F32)
+    x[:, 2] += 50  # one row of every sample reaches exp(60): 1e26
+    got, want = _cvm_and_float(model, {"x": x})
+    assert _rel_l2(got, want) < 0.01
+
