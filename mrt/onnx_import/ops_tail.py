@@ -195,6 +195,20 @@ def cum_prod(ctx, node, attrs):
 
 
 
+# -- EyeLike --------------------------------------------------------------------------------------------------
+
+def eye_like(ctx, node, attrs):
+    """Ones on diagonal k of a matrix of the input's shape: a constant, added to 0 * x (a table of zeros) so that
+    the output is still computed from the input."""
+    attrs.ignore("dtype")
+    shape = ctx.onnx_shape(node.input[0], node)
+    if len(shape) != 2:
+        raise UnsupportedOp(f"{where(node)}: EyeLike of a {len(shape)}-axis input (it takes a matrix)")
+    eye = np.eye(*shape, k=int(attrs.get("k", 0)), dtype=np.float32).reshape(ctx.shape(node.input[0], node)[1:])
+    zero = ctx.emit("univariate", [ctx.tensor(node.input[0], node)], {"program": (("mul", ("x", 0.0), ()),)}, node)
+    ctx.emit("add", [zero, ctx.add_const(f"{node.output[0]}/eye", eye)], {}, node, out=node.output[0])
+
+
 # -- Einsum ---------------------------------------------------------------------------------------------------
 
 def _subscripts(equation, ranks):
@@ -327,7 +341,7 @@ def cum_prod_whole(ctx, node, a):
 
 
 # the whole-tensor translations of these ops (mrt.onnx_import.whole_form.WHOLE_FORMS's form)
-WHOLE_FORMS = {"Einsum": einsum_whole, "CumProd": cum_prod_whole, **{op: whole_form._same for op in TRIG}}
+WHOLE_FORMS = {"Einsum": einsum_whole, "CumProd": cum_prod_whole, **{op: whole_form._same for op in (*TRIG, "EyeLike")}}
 
 HANDLERS = {
     "Hardmax": (hardmax, {13}),
@@ -338,5 +352,6 @@ HANDLERS = {
     "AveragePool": (average_pool, {11, 19, 22}),
     "CumProd": (cum_prod, {26}),
     "Einsum": (einsum, {12, 28}),
+    "EyeLike": (eye_like, {9, 22}),
     **ops_linear_maps.HANDLERS,
 }

@@ -65,6 +65,7 @@ CASES = {
     "stft": (N("STFT", ["x", "s", "w", "n"], ["y"], onesided=1), (40, 1),
              {"s": np.int64(6), "w": np.hanning(10).astype(np.float32), "n": np.int64(10)}, 17),
     "dft_inverse": (N("DFT", ["x", "n"], ["y"], inverse=1, axis=2), (2, 5, 2), {"n": np.int64(4)}, 17),
+    "eye_like": (N("EyeLike", ["x"], ["y"], k=1), (5,), {}, 22),
 }
 
 
