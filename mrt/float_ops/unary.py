@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
+import ml_dtypes
 import numpy as np
 from scipy import special
 
@@ -55,7 +56,25 @@ UNARY_FUNCTIONS = {
     "thresholded_relu": lambda x, *, alpha: np.where(x > alpha, x, 0.0),
     "gelu": _gelu,
 }
-UNARY_ATTRS = {"elu": ("alpha",), "celu": ("alpha",), "selu": ("alpha", "gamma"), "thresholded_relu": ("alpha",),
+def _narrow_float(x, format, saturate):
+    """Cast to an ONNX 8- or 4-bit float (ml_dtypes' `format`) and back: rounded to its grid from float32, to
+    nearest even; saturate clips to its largest finite value first (ONNX's default)."""
+    narrow = getattr(ml_dtypes, format)
+    if saturate:
+        big = float(ml_dtypes.finfo(narrow).max)
+        x = np.clip(x, -big, big)
+    return x.astype(F32).astype(narrow).astype(np.float64)
+
+
+def _wrap_int(x, bits, signed):
+    """Cast to an ONNX 2- or 4-bit integer: truncated toward zero, then wrapped to `bits` bits."""
+    u = np.mod(np.trunc(x), 2 ** bits)
+    return u - 2 ** bits * (u >= 2 ** (bits - 1)) if signed else u
+
+
+UNARY_FUNCTIONS.update({"narrow_float": _narrow_float, "wrap_int": _wrap_int})  # Cast to float8/4, int4/2
+
+UNARY_ATTRS = {"narrow_float": ("format", "saturate"), "wrap_int": ("bits", "signed"), "elu": ("alpha",), "celu": ("alpha",), "selu": ("alpha", "gamma"), "thresholded_relu": ("alpha",),
                "gelu": ("approximate",)}
 
 BINARY_FUNCTIONS = {

@@ -220,10 +220,19 @@ def cast(ctx, node, attrs):
     _cast_to(ctx, node, attrs, attrs.get("to"))
 
 
+# ONNX's 8- and 4-bit floats MRT rounds to (ml_dtypes' names), and its 2- and 4-bit integers (bits, signed)
+NARROW_FLOATS = {TensorProto.FLOAT8E4M3FN: "float8_e4m3fn", TensorProto.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+                 TensorProto.FLOAT8E5M2: "float8_e5m2", TensorProto.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+                 TensorProto.FLOAT4E2M1: "float4_e2m1fn"}
+NARROW_INTS = {TensorProto.INT4: (4, 1), TensorProto.UINT4: (4, 0), TensorProto.INT2: (2, 1), TensorProto.UINT2: (2, 0)}
+
+
 def _cast_to(ctx, node, attrs, to):
     """Cast between floats is the identity (MRT computes in float32 and quantizes); to an integer type it is the
-    identity on an integer tensor and truncation toward zero on a float one (ONNX's float -> int)."""
-    attrs.ignore("saturate", "round_mode")  # only meaningful for float8 targets
+    identity on an integer tensor and truncation toward zero on a float one (ONNX's float -> int); to an 8- or 4-bit
+    float it rounds to that float's grid (saturating; without saturation overflow is inf/NaN: refused), to a 2- or
+    4-bit integer it truncates and wraps."""
+    attrs.ignore("round_mode")  # only meaningful for float8 targets
     if _forward_dropped(ctx, node):
         return
     x = ctx.tensor(node.input[0], node)
@@ -231,6 +240,14 @@ def _cast_to(ctx, node, attrs, to):
         ctx.emit("identity", [x], {}, node, out=node.output[0])
     elif to in INTEGER_TYPES:
         ctx.emit("trunc", [x], {}, node, out=node.output[0])
+    elif to in NARROW_FLOATS and attrs.get("saturate", 1):
+        ctx.emit("narrow_float", [x], {"format": NARROW_FLOATS[to], "saturate": 1}, node, out=node.output[0])
+    elif to in NARROW_INTS:
+        bits, signed = NARROW_INTS[to]
+        ctx.emit("wrap_int", [x], {"bits": bits, "signed": signed}, node, out=node.output[0])
+    elif to in NARROW_FLOATS:
+        raise UnsupportedOp(f"{where(node)}: Cast to {TensorProto.DataType.Name(to)} with saturate=0 (an overflow "
+                            "becomes inf or NaN, which no integer holds) is not supported")
     else:
         raise UnsupportedOp(f"{where(node)}: Cast to {TensorProto.DataType.Name(to)} is not supported (floats, "
                             "integers, bool)")

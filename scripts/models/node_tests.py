@@ -126,7 +126,7 @@ def prepared(case) -> tuple[onnx.ModelProto, dict, list]:
     values = {v.name: as_array(a) for v, a in zip(model.graph.input, inputs)}
     uses = [(n.input[k], k in PARAMETERS.get(n.op_type, ()) or n.op_type in SHAPE_READERS)
             for n in model.graph.node for k in range(len(n.input))]
-    params = {name for name, _ in uses if name in values} - {name for name, fixed in uses if not fixed}
+    params = set(values) - {name for name, fixed in uses if not fixed}  # (an input nothing reads, too)
     keep = [v for v in model.graph.input if v.name not in params]
     del model.graph.input[:]
     model.graph.input.extend(keep)

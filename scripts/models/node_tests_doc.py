@@ -26,7 +26,8 @@ TOP_REASONS = 20
 LIMITS = (
     (("a dim of size 0", "is empty", "make an empty tensor"), "an empty tensor (CVM has none)"),
     (("is a constant (does not depend on the input)",), "an output that does not depend on the input"),
-    (("NaN or infinite values", "is infinite on the calibration data"), "NaN or infinite data (no integer value)"),
+    (("NaN or infinite values", "is infinite on the calibration data", "which no integer holds"),
+     "NaN or infinite data (no integer value)"),
     (("is all zeros: calibration needs real samples",), "a sample of all zeros as the only calibration data"),
     (("pads ('", "shape ('", "which depends on the data", "trip count ('", "condition ('", "axis ('", "op NonZero", "op Unique", "op Compress",
       "op NonMaxSuppression", "op ImageDecoder", "op ConstantOfShape"),
