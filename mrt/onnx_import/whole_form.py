@@ -180,11 +180,20 @@ def _expand(ctx, node, a):
 
 
 def _matmul(ctx, node, a):
+    """A vector activation operand (promoted to a matrix and back, as numpy's matmul does) makes an Einsum whose
+    label z is the batch: a [..., M, K] or [K], b [..., K, N] or [K]."""
     ranks = [_rank(ctx, i, node) for i in node.input]
-    if min(ranks) < 2 and not all(ctx.is_const(i) for i, r in zip(node.input, ranks) if r < 2):
-        raise UnsupportedOp(f"{where(node)}: MatMul of a vector activation on its whole tensor is not supported")
-    rank = max(ranks)
-    return _lifted(ctx, node, rank if rank >= 3 else None)
+    if min(ranks) >= 2 or all(ctx.is_const(i) for i, r in zip(node.input, ranks) if r < 2):
+        rank = max(ranks)
+        return _lifted(ctx, node, rank if rank >= 3 else None)
+    batch = "abcdefgh"[:max(max(ranks) - 2, 0)]
+    ra, rb = ranks
+    terms = ["k" if ra == 1 else batch[len(batch) - (ra - 2):] + "mk",
+             "k" if rb == 1 else batch[len(batch) - (rb - 2):] + "kn"]
+    out = batch + "m" * (ra > 1) + "n" * (rb > 1)
+    inputs = [i if ctx.is_const(i) else stored(ctx, i, node, WHOLE) for i in node.input]
+    terms = [t if ctx.is_const(i) else "z" + t for i, t in zip(node.input, terms)]
+    return helper.make_node("Einsum", inputs, list(node.output), name=node.name, equation=f"{','.join(terms)}->z{out}")
 
 
 WHOLE_FORMS = {

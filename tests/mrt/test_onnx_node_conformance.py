@@ -62,8 +62,6 @@ SKIPS = {
     "test_gathernd_example_int32_batch_dim1": "GatherND with batch_dims 1 (0 is supported)",
     "test_wrap_pad": "Pad mode 'wrap' (constant, reflect and edge are supported)",
     "test_reshape_allowzero_reordered": "empty input (batch of 0 with dims moved)",
-    "test_matmul_1d_3d": "a rank-1 first operand: the batch axis would be contracted",
-    "test_matmul_1d_1d": "a rank-1 first operand: the batch axis would be contracted",
     "test_gemm_default_matrix_bias": "the Gemm bias C has one row per sample (varies along the "
                                      "batch axis)",
     "test_gemm_transposeA": "Gemm transA=1 transposes the batch axis",

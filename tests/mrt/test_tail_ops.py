@@ -266,3 +266,18 @@ def test_pow_of_integers_is_exact():
     q = {s.name: m.quantize_input(feeds[s.name], s.name) for s in m.graph.inputs}
     got = m.dequantize_output(m.run(q, backend="reference"), m.graph.outputs[0])
     np.testing.assert_array_equal(got, feeds["x"] ** feeds["y"])
+
+
+@pytest.mark.parametrize("a, b", [((3, 4), (4,)), ((4,), (2, 4, 5)), ((4,), (4,))])
+def test_matmul_of_a_vector_on_whole_tensors(a, b):
+    """MatMul with a vector activation on inputs imported whole (whole_form._matmul: an Einsum over the batch)."""
+    graph = helper.make_graph([N("MatMul", ["a", "b"], ["y"])], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, a),
+                               helper.make_tensor_value_info("b", TensorProto.FLOAT, b)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    rng = np.random.default_rng(2)
+    feeds = {"a": rng.normal(size=a).astype(np.float32), "b": rng.normal(size=b).astype(np.float32)}
+    want = np.matmul(feeds["a"], feeds["b"])
+    got = run_float(import_onnx(model), {n: v[None] for n, v in feeds.items()})["y"][0]
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-5)
