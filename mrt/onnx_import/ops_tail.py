@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import import batch_major, ops_linear_maps, ops_nn, whole_form
+from mrt.onnx_import import batch_major, ops_linear_maps, ops_nn, ops_sequences, whole_form
 from mrt.onnx_import.attrs import where
 from mrt.onnx_import.forms import WHOLE, stored
 from mrt.onnx_import.ops_reduce import _reduce_axes
@@ -341,7 +341,8 @@ def cum_prod_whole(ctx, node, a):
 
 
 # the whole-tensor translations of these ops (mrt.onnx_import.whole_form.WHOLE_FORMS's form)
-WHOLE_FORMS = {"Einsum": einsum_whole, "CumProd": cum_prod_whole, **{op: whole_form._same for op in (*TRIG, "EyeLike")}}
+WHOLE_FORMS = {"Einsum": einsum_whole, "CumProd": cum_prod_whole, **{op: whole_form._same for op in (*TRIG, "EyeLike")},
+               **ops_sequences.WHOLE_FORMS}
 
 HANDLERS = {
     "Hardmax": (hardmax, {13}),
@@ -354,4 +355,5 @@ HANDLERS = {
     "Einsum": (einsum, {12, 28}),
     "EyeLike": (eye_like, {9, 22}),
     **ops_linear_maps.HANDLERS,
+    **ops_sequences.HANDLERS,
 }

@@ -281,3 +281,40 @@ def test_matmul_of_a_vector_on_whole_tensors(a, b):
     want = np.matmul(feeds["a"], feeds["b"])
     got = run_float(import_onnx(model), {n: v[None] for n, v in feeds.items()})["y"][0]
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-5)
+
+
+def _whole_model(node, inputs, inits=None, opset=24):
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+                              [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", opset)])
+
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+SEQUENCE_CASES = {  # name: (node, {input: (type, shape)}, feeds, constants)
+    "reverse_time": (N("ReverseSequence", ["x", "l"], ["y"], batch_axis=1, time_axis=0), {"x": (F, (5, 3))},
+                     {}, {"l": _i64(5, 1, 3)}),
+    "reverse_batch": (N("ReverseSequence", ["x", "l"], ["y"], batch_axis=0, time_axis=1),
+                      {"x": (F, (3, 6)), "l": (I64, (3,))}, {"l": _i64(2, 6, 4)}, {}),
+    "scatter_linear": (N("TensorScatter", ["c", "u", "w"], ["y"]), {"c": (F, (2, 3, 6, 4)), "u": (F, (2, 3, 2, 4))},
+                       {}, {"w": _i64(1, 4)}),
+    "scatter_circular": (N("TensorScatter", ["c", "u", "w"], ["y"], mode="circular", axis=1),
+                         {"c": (F, (2, 5, 3)), "u": (F, (2, 3, 3)), "w": (I64, (2,))}, {"w": _i64(3, 0)}, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEQUENCE_CASES))
+def test_sequence_selections(name):
+    """ReverseSequence and TensorScatter by constant or computed lengths and positions (mrt.onnx_import
+    .ops_sequences), on whole tensors: float import and conversion against onnx's reference evaluator."""
+    node, inputs, given, consts = SEQUENCE_CASES[name]
+    model = _whole_model(node, inputs, consts, opset=24 if node.op_type == "TensorScatter" else 10)
+    rng = np.random.default_rng(1)
+    feeds = {n: given.get(n, rng.normal(size=s).astype(np.float32)) for n, (_, s) in inputs.items()}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    got = run_float(import_onnx(model), {n: v[None] for n, v in feeds.items()})["y"][0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    m = convert(model, {n: v[None] for n, v in feeds.items()}, progress=False)
+    q = {s.name: m.quantize_input(feeds[s.name][None], s.name) for s in m.graph.inputs}
+    got = m.dequantize_output(m.run(q, backend="reference"), m.graph.outputs[0])[0]
+    assert _cosine(got, want) > 0.999, name
