@@ -4,7 +4,8 @@ that chain (the importer imports the nodes `DECOMPOSE[op](ctx, node)` gives, as 
 DequantizeLinear (a QDQ model's weights and inputs, and the integer inputs of a model quantized elsewhere):
 y = (x - zero_point) * scale, with scale and zero_point constants per tensor, per axis or per block, is
 Cast(x) - zero_point, times scale, each broadcast to x's shape. Its result is a float tensor like any other, which
-the converter then quantizes on its own terms.
+the converter then quantizes on its own terms. The other quantized-integer ops (QuantizeLinear, MatMulInteger,
+ConvInteger, QLinearMatMul, QLinearConv; DynamicQuantizeLinear refused) are decompose_qlinear's.
 """
 from __future__ import annotations
 
@@ -13,22 +14,7 @@ from onnx import TensorProto, helper
 
 from mrt.errors import UnsupportedOp
 from mrt.onnx_import.attrs import where
-
-
-def _along(node, value, shape, axis: int, block: int, what: str) -> np.ndarray:
-    """A per-tensor, per-axis or per-block constant broadcast to x's ONNX shape."""
-    value = np.asarray(value, np.float64)
-    if value.ndim == 0 or value.size == 1:
-        return value.reshape(())
-    if block:
-        value = np.repeat(value, block, axis=axis)
-        value = value[tuple(slice(0, d) for d in shape)]
-        if value.shape != tuple(shape):
-            raise UnsupportedOp(f"{where(node)}: the {what} blocks of {block} do not cover the input {tuple(shape)}")
-        return value
-    if value.ndim != 1 or value.size != shape[axis]:
-        raise UnsupportedOp(f"{where(node)}: a {what} of shape {value.shape} for axis {axis} of {tuple(shape)}")
-    return value.reshape([-1 if k == axis else 1 for k in range(len(shape))])
+from mrt.onnx_import.decompose_qlinear import DECOMPOSE as QLINEAR, along
 
 
 def _constant(ctx, node, hint, value):
@@ -49,7 +35,7 @@ def dequantize_linear(ctx, node) -> list:
         if len(node.input) > k and node.input[k]:
             if not ctx.is_const(node.input[k]):
                 raise UnsupportedOp(f"{where(node)}: the DequantizeLinear {what} must be a constant")
-            operands[what] = _along(node, ctx.consts[node.input[k]], shape, axis, block, what)
+            operands[what] = along(node, ctx.consts[node.input[k]], shape, axis, block, what)
     cast = f"{node.output[0]}/float"
     nodes = [helper.make_node("Cast", [x], [cast], to=TensorProto.FLOAT, name=f"{node.name}/cast")]
     if "zero point" in operands and np.any(operands["zero point"]):
@@ -62,4 +48,4 @@ def dequantize_linear(ctx, node) -> list:
     return nodes
 
 
-DECOMPOSE = {"DequantizeLinear": dequantize_linear}
+DECOMPOSE = {"DequantizeLinear": dequantize_linear, **QLINEAR}

@@ -8,8 +8,9 @@ from mrt.quantize.config import TARGETS, QuantConfig, config_for
 from mrt.quantize.axes import per_sample
 from mrt.quantize import rules, rules_audio, rules_compare, rules_ml, rules_select, rules_text, rules_trees, rules_vision
 from mrt.quantize import rules_integer, rules_tail
-from cvm.arith import bits_max
-from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
+from cvm.arith import bits_for, bits_max
+from cvm.limits import MAX_BITS
+from mrt.quantize.state import QT, QuantizeError, Quantizer, choose_multiplier, safe_name
 
 RULES = {**rules.RULES, **rules_select.RULES, **rules_vision.RULES, **rules_trees.RULES, **rules_text.RULES, **rules_ml.RULES,
          **rules_audio.RULES, **rules_compare.RULES,
@@ -60,7 +61,8 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     for fname in graph.outputs:
         exact = qz.q[fname].exact or fname in graph.integer_outputs  # an index or an integer stays one: scale 1
         scale = 1.0 if exact else qz.scale_of(fname, config.output_bits) * 2 ** config.output_headroom_bits
-        t = qz.requant(qz.q[fname], scale, config.output_bits, name=f"{safe_name(fname)}.out")
+        bits = _integer_output_bits(qz, qz.q[fname], config) if exact else config.output_bits
+        t = qz.requant(qz.q[fname], scale, bits, name=f"{safe_name(fname)}.out")
         outputs.append(t.name)
         output_scales[t.name] = scale
     tensor_map = {f: [t.name, np.atleast_1d(t.scale).astype(float).tolist(), t.axis]
@@ -70,6 +72,16 @@ def emit(graph, thresholds: dict[str, float], config: QuantConfig, meta: dict | 
     meta.update({"input_scales": input_scales, "output_scales": output_scales, "tensor_map": tensor_map,
                  "quantization": _recorded(config)})
     return qz.b.graph(outputs, footprint=qz.bounds.footprint()), meta
+
+
+def _integer_output_bits(qz: Quantizer, t: QT, config: QuantConfig) -> int:
+    """The bits of an output at scale 1 (an integer, an index): as many as its proven interval needs at that scale,
+    never under output_bits (so an output within them keeps its bytes), and never over the target's accumulator
+    budget (int32 for cvm), beyond which the requant clips."""
+    lo, hi = qz.interval(t.name)
+    m, s = choose_multiplier(np.asarray(t.scale, np.float64), max(-lo, hi))  # as requant will rescale it
+    reach = (max(-lo, hi) * int(m.max()) + (1 << s >> 1)) >> s
+    return max(config.output_bits, min(bits_for(-reach, reach), MAX_BITS, config.acc_bits))
 
 
 def _recorded(config: QuantConfig) -> dict:
