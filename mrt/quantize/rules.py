@@ -145,8 +145,6 @@ def add_sub(qz, node):
         qz.per_feature_tensors.add(node.outputs[0])
         return QT(name=out, scale=t.scale, axis=t.axis)
     out_scale = qz.scale_of(node.outputs[0]) / 2 ** qz.cfg.add_extra_bits
-    a, b = node.inputs
-    ca, cb = _const(qz, a), _const(qz, b)
     if ca is None and cb is None:
         qa, qb = _common(qz, node, a, out_scale), _common(qz, node, b, out_scale)
         return QT(name=qz.op(op, qa.name, qb.name, name=_node_name(node)), scale=np.asarray(out_scale))
@@ -239,15 +237,29 @@ def _table(qz, node, fn) -> QT:
     """A lookup table of float function `fn` over every integer value the input may hold (its proven
     interval: 0..2^bits - 1 when unsigned). Where fn is undefined there (a log or square root of a value
     the float model never produces) the entry is 0; infinities clamp to the output range."""
-    t = qz.narrow(node.inputs[0])
+    t, whole = _table_input(qz, node, fn)
     lo, hi = qz.interval(t.name)
     with np.errstate(all="ignore"):
         values = np.nan_to_num(fn(np.arange(lo, hi + 1, dtype=np.float64) * float(t.scale)), nan=0.0)
         bits = qz.act_bits(node.outputs[0]) + (qz.cfg.unsigned_activations and bool(values.min() >= 0))  # sigmoid
-        m, out_scale = bits_max(bits), qz.scale_of(node.outputs[0], bits)
+        m, out_scale = bits_max(bits), 1.0 if whole else qz.scale_of(node.outputs[0], bits)
         table = np.clip(np.round(values / out_scale), -m, m).astype(np.int64)
     out = qz.op("lut", t.name, qz.const(table), offset=lo, name=_node_name(node))
     return QT(name=out, scale=np.asarray(out_scale), narrow=True)
+
+
+def _table_input(qz, node, fn) -> tuple[QT, bool]:
+    """(the table's input, whether fn is integer-valued on the calibrated range: floor, round, sign). Such a table
+    reads its input at the largest power-of-two scale holding the range (integers and round's ties exact) and
+    keeps its values as integers at scale 1 (floor(2.0) at 8 bits was 1.008, or 1 past an mse threshold)."""
+    thr, bits = float(qz.thr.get(node.inputs[0], 0.0)), qz.act_bits(node.inputs[0])
+    with np.errstate(all="ignore"):
+        probe = fn(np.linspace(-thr, thr, 4 * bits_max(bits) + 1))
+    if thr > 0 and np.isfinite(probe).all() and (probe == np.round(probe)).all() and \
+            np.abs(probe).max() <= bits_max(qz.act_bits(node.outputs[0])):
+        scale = 2.0 ** -np.floor(np.log2(bits_max(bits) / thr))
+        return qz.rescale_to(node.inputs[0], scale, f"{safe_name(node.inputs[0])}.q", bits), True
+    return qz.narrow(node.inputs[0]), False
 
 
 def _lut(fn):
@@ -324,9 +336,7 @@ def sum_pool(qz, node):
 
 def neg(qz, node):
     """-x: a multiplication by the constant -1, same scale (the interval mirrors)."""
-    t = qz.q[node.inputs[0]]
-    if t.per_channel:
-        t = qz.narrow(node.inputs[0])
+    t = qz.narrow(node.inputs[0]) if qz.q[node.inputs[0]].per_channel else qz.q[node.inputs[0]]
     out = qz.op("mul", t.name, qz.const([-1], dtype="int8"), name=_node_name(node))
     return QT(name=out, scale=t.scale, narrow=t.narrow)
 
@@ -335,9 +345,7 @@ def neg(qz, node):
 
 def slice_(qz, node):
     """The float slice's axes (per sample after mrt.quantize.axes) as CVM's full starts/ends/steps."""
-    t = qz.q[node.inputs[0]]
-    if t.per_channel:
-        t = qz.narrow(node.inputs[0])
+    t = qz.narrow(node.inputs[0]) if qz.q[node.inputs[0]].per_channel else qz.q[node.inputs[0]]
     shape = qz.shape_of(t.name)
     starts, ends, steps = [0] * len(shape), list(shape), [1] * len(shape)
     a = node.attrs
@@ -349,9 +357,7 @@ def slice_(qz, node):
 
 def _passthrough(cvm_op, attrs_fn):
     def rule(qz, node):
-        t = qz.q[node.inputs[0]]
-        if t.per_channel:
-            t = qz.narrow(node.inputs[0])
+        t = qz.narrow(node.inputs[0]) if qz.q[node.inputs[0]].per_channel else qz.q[node.inputs[0]]
         out = qz.op(cvm_op, t.name, name=_node_name(node), **attrs_fn(node.attrs))
         return QT(name=out, scale=t.scale, narrow=t.narrow)
     return rule

@@ -5,6 +5,9 @@ interpreter and compared with onnxruntime's float output.
 * log(sum(exp(x))) written out (ReduceLogSumExp's expanded body): exp's table over inputs 1..60 spans 1e26, so
   every exp but the largest rounded to zero and a row's log was the log of zero (cosine -0.04);
   mrt.passes.fuse_log_sum_exp shifts by the row maximum.
+* Round / Floor (integer-valued tables): the output was at scale max/127 (floor 1.0 -> 1.0078) and the input at
+  max/127, where round's ties (0.5, 1.5) are not representable and an mse threshold just under 2.0 made
+  floor(2.0) = 1. Such a table now reads its input at a power-of-two scale and keeps integers at scale 1.
 """
 from __future__ import annotations
 
@@ -42,3 +45,10 @@ def test_log_sum_exp_written_out_keeps_small_rows(rng):
     got, want = _cvm_and_float(model, {"x": x})
     assert _rel_l2(got, want) < 0.01
 
+
+def test_round_and_floor_keep_ties_and_integers():
+    x = np.array([[0.1, 0.5, 0.9, 1.2, 1.5, 1.8, 2.3, 2.5, 2.7, -1.1, -1.5, -1.9, -2.2, -2.5, -2.8]], F32)
+    for op in ("Round", "Floor", "Ceil"):
+        model = build_model([helper.make_node(op, ["x"], ["y"], name="r")], {"x": (15,)}, ["y"])
+        got, want = _cvm_and_float(model, {"x": x})
+        np.testing.assert_allclose(got, want, atol=1e-3, err_msg=op)
