@@ -60,7 +60,8 @@ PARAMETERS = {  # op -> input positions that real exports write as initializers 
     "Resize": (1, 2, 3), "Upsample": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "TopK": (1,), "Trilu": (1,),
     "CumSum": (1,), "Range": (0, 1, 2), "ConstantOfShape": (0,), "OneHot": (1, 2), "Dropout": (1, 2),
     "CenterCropPad": (1,), "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2), "CausalConvWithState": (1, 2),
-    "CastLike": (1,), "Loop": (0, 1), "CumProd": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 2, 3),
+    "CastLike": (1,), "Loop": (0, 1), "MatMulInteger": (2, 3), "ConvInteger": (1, 2, 3),
+    "QLinearMatMul": (1, 2, 3, 4, 5, 6, 7), "QLinearConv": (1, 2, 3, 4, 5, 6, 7, 8), "CumProd": (1,), "Col2Im": (1, 2), "DFT": (1, 2), "STFT": (1, 2, 3),
     **{f"Reduce{k}": (1,) for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "Sum",
                                     "SumSquare")},
 }

@@ -192,7 +192,7 @@ def _bitwise_model(op):
 @given(a=hnp.arrays(np.int64, (4, 6), elements=st.integers(-32767, 32767)),
        b=hnp.arrays(np.int64, (4, 6), elements=st.integers(-32767, 32767)))
 def test_bitwise_of_int16_is_exact(op, a, b):
-    np.testing.assert_array_equal(_run(_bitwise_model(op), {"a": a, "b": b}), np.maximum(BITWISE[op](a, b), -32767))
+    np.testing.assert_array_equal(_run(_bitwise_model(op), {"a": a, "b": b}), BITWISE[op](a, b))
 
 
 @pytest.mark.parametrize("t, want", [(TensorProto.INT8, lambda x: -x - 1), (TensorProto.UINT8, lambda x: 255 - x)])
