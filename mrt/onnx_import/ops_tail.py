@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from mrt.errors import UnsupportedOp
-from mrt.onnx_import import batch_major, ops_linear_maps, ops_nn, ops_sequences, whole_form
+from mrt.onnx_import import batch_major, ops_grid_sample, ops_linear_maps, ops_nn, ops_sequences, whole_form
 from mrt.onnx_import.attrs import where
 from mrt.onnx_import.forms import WHOLE, stored
 from mrt.onnx_import.ops_reduce import _reduce_axes
@@ -356,4 +356,5 @@ HANDLERS = {
     "EyeLike": (eye_like, {9, 22}),
     **ops_linear_maps.HANDLERS,
     **ops_sequences.HANDLERS,
+    **ops_grid_sample.HANDLERS,  # a computed grid (a constant one: ops_linear_maps)
 }

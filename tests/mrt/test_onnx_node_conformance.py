@@ -55,8 +55,6 @@ NOT_RUN = {
            "test_univariate.py",
     "Size": "the output is the input's element count, a constant for one sample (folded at import)",
     "Constant": "always folded at import; the one case has a constant output (test_import.py)",
-    "GridSample": "every case computes its grid at run time (refused by name); a constant grid is tested in "
-                  "test_tail_ops.py",
 }
 SKIPS = {
     "test_gathernd_example_int32_batch_dim1": "GatherND with batch_dims 1 (0 is supported)",
@@ -116,7 +114,6 @@ REFUSALS = {
     "is empty": "an empty slice: CVM has no empty tensors",
     "make an empty tensor": "a zero-size split: CVM has no empty tensors",
     "only the last axis is supported": "LayerNormalization over more than the last axis",
-    "GridSample input 1": "a GridSample grid computed at run time (a constant grid is a linear map)",
 }
 
 
