@@ -15,6 +15,7 @@ from mrt.passes.fuse_magnitude import fuse_magnitude
 from mrt.passes.fuse_masked_softmax import fuse_masked_softmax
 from mrt.passes.fuse_univariate import fuse_univariate
 from mrt.passes.keep_reduced_axes import keep_reduced_axes
+from mrt.passes.matmul_as_dense import matmul_as_dense
 from mrt.passes.pool1d_as_2d import pool1d_as_2d
 from mrt.passes.remove_identity import remove_identity
 from mrt.passes.remove_unit_ops import remove_unit_ops
@@ -30,6 +31,7 @@ DEFAULT_PIPELINE = (
     ("fold_constants", fold_constants),
     ("fold_batchnorm", fold_batchnorm),
     ("fold_constants", fold_constants),
+    ("matmul_as_dense", matmul_as_dense),
     ("conv1d_as_2d", conv1d_as_2d),
     ("pool1d_as_2d", pool1d_as_2d),
     ("keep_reduced_axes", keep_reduced_axes),
