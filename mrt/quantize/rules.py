@@ -8,7 +8,7 @@ import numpy as np
 from mrt.float_ops.unary import run_program
 from mrt.quantize.split import emit_mac
 from cvm.arith import bits_max
-from cvm.limits import MAX_BITS
+from cvm.limits import MAX_BITS, MAX_LUT_SIZE
 from mrt.quantize.state import QT, QuantizeError, Quantizer, safe_name
 
 
@@ -250,15 +250,18 @@ def _table(qz, node, fn) -> QT:
 
 def _table_input(qz, node, fn) -> tuple[QT, bool]:
     """(the table's input, whether fn is integer-valued on the calibrated range: floor, round, sign). Such a table
-    reads its input at the largest power-of-two scale holding the range (integers and round's ties exact) and
-    keeps its values as integers at scale 1 (floor(2.0) at 8 bits was 1.008, or 1 past an mse threshold)."""
+    keeps its values as integers at scale 1 (floor 1.0 at 8 bits was 1.008), and a wider input (16-bit features)
+    is narrowed to a power-of-two scale finer than the calibrated one (integers and round's ties exact, one bit
+    more: an mse threshold just under 2.0 made floor(2.0) 1); an 8-bit input is read as it is (no second rounding)."""
     thr, bits = float(qz.thr.get(node.inputs[0], 0.0)), qz.act_bits(node.inputs[0])
     with np.errstate(all="ignore"):
         probe = fn(np.linspace(-thr, thr, 4 * bits_max(bits) + 1))
     if thr > 0 and np.isfinite(probe).all() and (probe == np.round(probe)).all() and \
             np.abs(probe).max() <= bits_max(qz.act_bits(node.outputs[0])):
-        scale = 2.0 ** -np.floor(np.log2(bits_max(bits) / thr))
-        return qz.rescale_to(node.inputs[0], scale, f"{safe_name(node.inputs[0])}.q", bits), True
+        if qz.q[node.inputs[0]].narrow or 2 * bits_max(bits + 1) + 1 > MAX_LUT_SIZE:  # (one bit more: too long)
+            return qz.narrow(node.inputs[0]), True
+        scale = 2.0 ** -np.ceil(np.log2(bits_max(bits) / thr))
+        return qz.rescale_to(node.inputs[0], scale, f"{safe_name(node.inputs[0])}.q", bits + 1), True
     return qz.narrow(node.inputs[0]), False
 
 
