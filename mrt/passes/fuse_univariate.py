@@ -51,6 +51,13 @@ def _cone(graph, root, exit_):
     return [graph.producer(t) for t in sorted(seen, key=graph.position)]
 
 
+def _square(graph, node) -> bool:
+    """Whether `node` is x * x or x ^ 2."""
+    if node.op == "mul":
+        return len(node.inputs) == 2 and node.inputs[0] == node.inputs[1]
+    return node.op == "pow" and _scalar(graph, node.inputs[1]) and float(graph.initializers[node.inputs[1]].reshape(())) == 2
+
+
 def _worth_a_table(graph, cone) -> bool:
     if any(n.op in NONLINEAR for n in cone):
         return True
@@ -76,7 +83,9 @@ def fuse_univariate(graph):
     fused = {}
     for e in exits:
         cone = _cone(graph, root, e)
-        if _worth_a_table(graph, cone):
+        if len(cone) == 1 and _square(graph, cone[0]):  # x * x exact in integers (16 bits of 8), where a table
+            fused[e] = Node("mul", (root[e], root[e]), (e,), {}, name=cone[0].name)  # rounds it to 8 (a variance)
+        elif _worth_a_table(graph, cone):
             fused[e] = Node("univariate", (root[e],), (e,), {"program": _program(graph, cone, root[e])},
                             name=cone[-1].name)
     if not fused:
