@@ -51,20 +51,22 @@ def layer_norm_shape(x, gamma=None, beta=None, *, epsilon):
     return x
 
 
-def masked_softmax(x, mask, *, program):
-    """softmax(x + program(mask)) over the last axis, as the float model computes it (float64)."""
+def masked_softmax(x, mask, constant=None, *, program):
+    """softmax(x + program(mask) [+ constant]) over the last axis, as the float model computes it (float64)."""
     bias = run_program(mask.astype(F32), program) if program else mask  # the empty program: a constant bias
     z = x.astype(np.float64) + bias.astype(np.float64)
+    if constant is not None:  # a constant mask besides the computed one
+        z = z + constant.astype(np.float64)
     z = z - z.max(axis=-1, keepdims=True)
     e = np.exp(z)
     return (e / e.sum(axis=-1, keepdims=True)).astype(F32)
 
 
-def masked_softmax_shape(x, mask, *, program):
+def masked_softmax_shape(x, mask, constant=None, *, program):
     if not is_batched(x) or not (is_batched(mask) or not program):
         raise GraphError(f"masked_softmax: scores {x} and mask {mask} must both be batched (or the mask a "
                          "constant read by the empty program)")
-    out = broadcast(x, mask, op="masked_softmax")
+    out = broadcast(x, mask, *(() if constant is None else (constant,)), op="masked_softmax")
     if tuple(out) != tuple(x):
         raise GraphError(f"masked_softmax: the mask {mask} must broadcast to the scores {x}")
     return x
@@ -86,5 +88,5 @@ TEXT = {
     "div_tensor": (div_tensor, div_tensor_shape, (), (2, 2)),
     "embed": (embed, embed_shape, (), (2, 2)),
     "layer_norm": (layer_norm, layer_norm_shape, ("epsilon",), (1, 3)),
-    "masked_softmax": (masked_softmax, masked_softmax_shape, ("program",), (2, 2)),
+    "masked_softmax": (masked_softmax, masked_softmax_shape, ("program",), (2, 3)),
 }

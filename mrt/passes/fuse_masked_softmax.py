@@ -48,11 +48,27 @@ def _masked(graph, roots, node):
         new = []
         act, const = _split(graph, u, new)
         if const is not None and float(np.min(const)) <= -MASK_FLOOR:
-            return x, const.astype(np.float32), (), act, new
+            bias = None if act is None else _reshaped_bias(graph, roots, act, new)
+            if bias is not None and bias[0] != x:  # a computed mask besides the constant one
+                return x, *bias, None, new, const.astype(np.float32)
+            return x, None, (), act, new, const.astype(np.float32)
         bias = None if graph.is_constant(u) else _bias_program(graph, roots, u)
         if bias is not None and bias[0] != x:
-            return x, *bias, None, []
+            return x, *bias, None, [], None
     return None
+
+
+def _reshaped_bias(graph, roots, u, new):
+    """_bias_program of u, looking through reshapes (the mask reshaped the same way, in `new`)."""
+    p = graph.producer(u)
+    if p is None or p.op != "reshape":
+        return _bias_program(graph, roots, u)
+    inner = _reshaped_bias(graph, roots, p.inputs[0], new)
+    if inner is None:
+        return None
+    m = fresh_name(f"{u}.mask", graph.tensor_names() | {o for n in new for o in n.outputs})
+    new.append(Node("reshape", (inner[0],), (m,), dict(p.attrs), m))
+    return m, inner[1]
 
 
 def _split(graph, u, new):
@@ -96,16 +112,19 @@ def fuse_masked_softmax(graph):
         if found is None:
             nodes.append(node)
             continue
-        x, mask, program, also, extra = found
-        if not isinstance(mask, str):  # a constant mask C: softmax(x + (m + C)) is masked_softmax(x + m, C)
+        x, mask, program, also, extra, constant = found
+        nodes += extra
+        if constant is not None:  # softmax(x + (m + C)): masked_softmax(x + m, C), or (x, mask, C) with a program
             name = fresh_name(f"{node.name}.mask", graph.tensor_names() | set(inits))
-            inits[name], mask = mask, name
-            nodes += extra
+            inits[name] = constant
+            mask_inputs = (name,) if mask is None else (mask, name)
+        else:
+            mask_inputs = (mask,)
         if also is not None:
             summed = fresh_name(f"{node.name}.scores", graph.tensor_names() | {o for n in nodes for o in n.outputs})
             nodes.append(Node("add", (x, also), (summed,), {}, f"{node.name}.scores"))
             x = summed
-        nodes.append(Node("masked_softmax", (x, mask), node.outputs, {"program": program}, node.name))
+        nodes.append(Node("masked_softmax", (x, *mask_inputs), node.outputs, {"program": program}, node.name))
         changed = True
     if not changed:
         return graph

@@ -104,11 +104,11 @@ def _ratio(r: float) -> tuple[int, int]:
     return max(1, round(r * 2 ** s)), s
 
 
-def _penalty(qz, node, s, floor):
-    """The bias at the scores' scale s, clipped to +-floor: a table over the mask's integer values, or, for a
-    constant mask (the empty program), the constant itself rounded."""
+def _penalty(qz, node, s, floor, k=1):
+    """The bias of input k at the scores' scale s, clipped to +-floor: a table over the mask's integer values, or,
+    for a constant mask (the empty program, or a third input), the constant itself rounded."""
     name = _node_name(node)
-    constant = _const(qz, node.inputs[1])
+    constant = _const(qz, node.inputs[k])
     if constant is not None:
         pen = np.clip(np.round(_operand(qz, constant, node.inputs[0]).astype(np.float64) / s), -floor, floor)
         return qz.const(pen.astype(np.int64))
@@ -135,6 +135,8 @@ def masked_softmax(qz, node):
     reach = min(spread + 1, math.ceil((SOFTMAX_EXP_BITS + 1) * math.log(2) / s))
     floor = spread + reach + 1
     biased = qz.op("add", x.name, _penalty(qz, node, s, floor), name=f"{name}.biased")
+    if len(node.inputs) == 3:  # a constant mask besides the computed one: both penalties clipped, so no overflow
+        biased = qz.op("add", biased, _penalty(qz, node, s, floor, 2), name=f"{name}.biased2")
     top = qz.op("max", biased, axes=[last], keepdims=1, name=f"{name}.max")
     d = qz.op("clip", qz.op("sub", biased, top, name=f"{name}.shifted"), lo=-reach, hi=0, name=f"{name}.clipped")
     table = np.round(np.exp(np.arange(-reach, 1) * s) * 2 ** SOFTMAX_EXP_BITS).astype(np.int64)

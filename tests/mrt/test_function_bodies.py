@@ -134,3 +134,25 @@ def test_a_matmul_by_a_constant_stack_or_left_matrix_is_dense(left, w_shape, x_s
     want = np.concatenate([_float(model, {"x": x[i:i + 1]}) for i in range(16)])
     got = _converted(model, x).reshape(want.shape)
     assert "matmul" not in {n.op for n in import_onnx(model).nodes} and _cosine(got, want) > 0.999
+
+
+def test_a_computed_mask_and_a_constant_causal_mask_fuse_into_one_masked_softmax():
+    """softmax(q k^T + (causal + where(keep, 0, -inf))): the keep flags a table, the causal part a constant."""
+    keep = helper.make_node("Where", ["keep", "zero", "ninf"], ["pad"])
+    nodes = [keep, helper.make_node("Add", ["causal", "pad"], ["bias"]), helper.make_node("Add", ["s", "bias"], ["z"]),
+             helper.make_node("Softmax", ["z"], ["y"], axis=-1)]
+    inits = [numpy_helper.from_array(np.float32(0), "zero"), numpy_helper.from_array(np.float32(-np.inf), "ninf"),
+             numpy_helper.from_array(np.triu(np.full((4, 4), -np.inf, np.float32), 1), "causal")]
+    model = _model(nodes, [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 4, 4]),
+                           helper.make_tensor_value_info("keep", TensorProto.BOOL, ["N", 1, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 4])], inits, opset=18)
+    feeds = {"s": RNG.normal(size=(32, 4, 4)).astype(np.float32),
+             "keep": np.concatenate([np.ones((32, 1, 2), bool), RNG.random((32, 1, 2)) < 0.7], axis=2)}
+    m = pipeline.convert(model, feeds, softmax="integer", progress=False)
+    from mrt.passes import DEFAULT_PIPELINE, run_pipeline
+    fused = [n for n in run_pipeline(import_onnx(model), DEFAULT_PIPELINE).nodes if n.op == "masked_softmax"]
+    assert len(fused) == 1 and len(fused[0].inputs) == 3  # scores, the keep flags, the causal constant
+    got = m.dequantize_output(m.run({s.name: m.quantize_input(feeds[s.name], s.name) for s in m.inputs},
+                                    backend="reference"), m.outputs[0].name)
+    want = _float(model, feeds)
+    assert _cosine(got, want) > 0.999 and np.all(got[want == 0] == 0)
