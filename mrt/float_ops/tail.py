@@ -1,7 +1,8 @@
 """Float ops of the ONNX tail (issue 30/31): {name: (run, shape, attrs, arity)}.
 
 The inverse and hyperbolic trigonometric functions and Tan are element-wise functions of one tensor that only a
-lookup table computes (mrt.quantize.rules_tail); each follows numpy's float64 function, rounded to float32.
+lookup table computes (mrt.quantize.rules_tail); each follows numpy's float64 function, rounded to float32. So is
+grid_weight, the weight of one pixel index at a GridSample coordinate (mrt.onnx_import.ops_grid_sample).
 """
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ window sum; CumProd a prefix-doubling scan of products of slices. A pool over 3 
 (H, W) with D folded into the channels, then the 2-D pool over (D, 1) with H*W as the width: each window is a
 box, so its maximum, sum and count (every count_include_pad and ceil_mode case) factor per axis. MaxPool and
 AveragePool are registered here for that case only and hand every other one to ops_nn. Einsum is diagonals,
-sums, transposes and matmuls. Einsum and CumProd on whole tensors need WHOLE_FORMS registered in whole_form. The
-ops that are constant linear maps of their input are in ops_linear_maps (Resize beyond nearest and linear too).
+sums, transposes and matmuls. Einsum and CumProd on whole tensors are this module's WHOLE_FORMS (registered beside
+whole_form's in one_sample). The ops that are constant linear maps of their input are in ops_linear_maps (Resize
+beyond nearest and linear too); HANDLERS also gathers ops_sequences' and ops_grid_sample's (a computed grid).
 """
 from __future__ import annotations
 
