@@ -8,6 +8,8 @@ column are expanded to two columns exactly as onnxruntime does:
   post_transform LOGISTIC           -> [1 - sigmoid(s), sigmoid(s)] = sigmoid([-s, s])
   NONE, SOFTMAX, SOFTMAX_ZERO       -> [1 - s, s]   (onnxruntime applies no softmax here)
 """
+import math
+
 import numpy as np
 
 from mrt.errors import UnsupportedOp
@@ -197,9 +199,26 @@ def svm_classifier(ctx, node, attrs):
     _dense(ctx, node, w, rho, "NONE", node.output[1])
 
 
+def _labels_by_index(ctx, node):
+    """ArrayFeatureExtractor of a constant 1-D table by computed indices (skl2onnx's class label: the classes
+    picked by an argmax): an embedding lookup of each index, as onnxruntime gives it, (1, number of indices)."""
+    table = np.asarray(ctx.const(node.input[0], node, "ArrayFeatureExtractor table"))
+    if table.ndim != 1:
+        raise UnsupportedOp(f"{where(node)}: computed indices into a table of shape {list(table.shape)} (a 1-D "
+                            "table of labels is supported)")
+    idx = ctx.shape(node.input[1], node)
+    y = ctx.emit("embed", [ctx.tensor(node.input[1], node), ctx.add_const(f"{node.output[0]}/table",
+                                                                         table.astype(np.float32).reshape(-1, 1))],
+                 {}, node)
+    ctx.emit("reshape", [y], {"shape": (math.prod(idx[1:]),)}, node, out=node.output[0])
+
+
 def array_feature_extractor(ctx, node, attrs):
     """ArrayFeatureExtractor with constant indices: those columns of the last axis (skl2onnx writes it to
-    pick one column of a score matrix, e.g. in the ovr decision of a multiclass SVC)."""
+    pick one column of a score matrix, e.g. in the ovr decision of a multiclass SVC); with computed indices into
+    a constant table of labels, _labels_by_index."""
+    if not ctx.is_const(node.input[1]) and ctx.is_const(node.input[0]):
+        return _labels_by_index(ctx, node)
     full = ctx.shape(node.input[0], node)
     idx = np.asarray(ctx.const(node.input[1], node, "ArrayFeatureExtractor indices")).astype(np.int64).ravel()
     if len(full) < 2 or idx.size == 0 or idx.min() < 0 or idx.max() >= full[-1]:
