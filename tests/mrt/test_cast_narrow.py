@@ -47,3 +47,12 @@ def test_a_cast_to_a_narrow_integer_wraps_exactly(to):
 def test_a_float8_cast_without_saturation_is_refused_by_name():
     with pytest.raises(UnsupportedOp, match="saturate=0"):
         import_onnx(_cast_model(TensorProto.FLOAT8E4M3FN, saturate=0))
+
+
+@pytest.mark.parametrize("to", [TensorProto.INT4, TensorProto.INT32])
+def test_integer_valued_floats_cast_to_themselves_at_an_8_bit_scale(to):
+    """Floats holding integers (ids, counts) on a scale that does not divide them (15/127): each quantized value
+    is read at its rounding interval's end away from zero, so 7 (6.97 on that grid) casts to 7, not 6."""
+    x = np.stack([np.roll(np.arange(-9, 7, dtype=np.float32), k) for k in range(32)])
+    model = _cast_model(to, out=TensorProto.INT32)
+    assert np.array_equal(_run(model, x), ReferenceEvaluator(model).run(None, {"x": x})[0])
