@@ -139,13 +139,6 @@ def transpose(ctx, node, attrs):
     ctx.emit("transpose", [ctx.tensor(x, node)], {"perm": perm}, node, out=node.output[0])
 
 
-def concat(ctx, node, attrs):
-    rank = len(ctx.shape(node.input[0], node))
-    axis = _axis(node, attrs.get("axis"), rank)
-    ctx.emit("concat", [ctx.tensor(i, node) for i in node.input], {"axis": axis}, node,
-             out=node.output[0])
-
-
 def pad(ctx, node, attrs):
     mode = attrs.get("mode", "constant")
     if mode not in ("constant", "reflect", "edge"):

@@ -156,7 +156,6 @@ def stft(ctx, node, attrs):
 
 HANDLERS = {
     "Resize": (resize, {10, 11, 13, 18, 19}),
-    "GridSample": (grid_sample, {16, 20, 22}),
     "Col2Im": (col2im, {18}),
     "DFT": (dft, {17, 20}),
     "STFT": (stft, {17}),

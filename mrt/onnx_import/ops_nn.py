@@ -133,34 +133,15 @@ def gemm(ctx, node, attrs):
     ctx.emit("dense", inputs, {}, node, out=node.output[0])
 
 
-def _stacked_dense(ctx, node, x, w):
-    """x [..., k, p, m] @ w [k, m, n] (a stack of constant matrices): one dense layer per matrix, concatenated."""
-    axis = len(ctx.shape(node.input[0], node)) - 3
-    parts = []
-    for k in range(w.shape[0]):
-        piece = ctx.emit("slice", [x], {"axes": (axis,), "starts": (k,), "ends": (k + 1,), "steps": (1,)}, node)
-        parts.append(ctx.emit("dense", [piece, ctx.add_const(f"{node.input[1]}/w{k}", w[k].T)], {}, node))
-    ctx.emit("concat", parts, {"axis": axis}, node, out=node.output[0]) if len(parts) > 1 else \
-        ctx.emit("identity", parts, {}, node, out=node.output[0])
-
-
 def matmul(ctx, node, attrs):
-    """MatMul by a constant matrix is a dense layer without bias (a constant matrix on the left: one on the
-    transposed right operand, transposed back); anything else stays matmul."""
+    """MatMul by a constant matrix is a dense layer without bias; anything else stays matmul (a constant on the
+    left, or a stack of constant matrices, becomes dense layers in the pass mrt.passes.matmul_as_dense, which also
+    sees the constants that only fold later)."""
     a, b = node.input
     if not ctx.is_const(a) and ctx.is_const(b) and ctx.consts[b].ndim == 2 and \
             len(ctx.shape(a, node)) >= 2:
         w = ctx.add_const(f"{b}/w", ctx.consts[b].T)
         ctx.emit("dense", [ctx.tensor(a, node), w], {}, node, out=node.output[0])
-    elif not ctx.is_const(a) and ctx.is_const(b) and ctx.consts[b].ndim == 3 and len(ctx.shape(a, node)) >= 4 \
-            and ctx.shape(a, node)[-3] == ctx.consts[b].shape[0]:
-        _stacked_dense(ctx, node, ctx.tensor(a, node), np.asarray(ctx.consts[b], np.float32))
-    elif ctx.is_const(a) and not ctx.is_const(b) and ctx.consts[a].ndim == 2 and len(ctx.shape(b, node)) >= 3:
-        rank = len(ctx.shape(b, node))  # a @ b = (b^T @ a^T)^T: a dense layer on b's columns
-        swap = (*range(rank - 2), rank - 1, rank - 2)
-        bt = ctx.emit("transpose", [ctx.tensor(b, node)], {"perm": swap}, node)
-        yt = ctx.emit("dense", [bt, ctx.add_const(f"{a}/w", np.asarray(ctx.consts[a], np.float32))], {}, node)
-        ctx.emit("transpose", [yt], {"perm": swap}, node, out=node.output[0])
     else:
         ctx.emit("matmul", [ctx.tensor(a, node), ctx.tensor(b, node)], {}, node,
                  out=node.output[0])

@@ -68,7 +68,8 @@ def matmul_as_dense(graph):
             changed = True
             continue
         right = _matrix(graph, b) if n.op == "matmul" and not graph.is_constant(a) else None
-        left = _matrix(graph, a) if n.op == "matmul" and not graph.is_constant(b) else None
+        left = _matrix(graph, a) if n.op == "matmul" and not graph.is_constant(b) and \
+            len(graph.full_shape(b)) >= 3 else None  # (b^T swaps two per-sample axes, never the batch axis)
         if right is None and left is None:
             nodes.append(n)
             continue
