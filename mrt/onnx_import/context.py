@@ -6,16 +6,14 @@ ONNX node, with that node's name in the message.
 """
 import numpy as np
 
+from cvm.model import NARROW_FLOATS  # ml_dtypes' float types, each value a float32 value
+
 from mrt import limits
 from mrt.errors import GraphError, UnsupportedOp
 from mrt.float_ops import BATCH
 from mrt.graph import Node, fresh_name, infer_node_shape
 from mrt.onnx_import.attrs import where
 
-
-# ml_dtypes' float types (onnx's numpy form of these ONNX types): each value is a float32 value exactly
-NARROW_FLOATS = {"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
-                 "float8_e8m0fnu"}
 
 # what a constant infinity (an attention mask's "minus infinity") becomes: far beyond any calibrated value, as the
 # masks exporters write with float32's lowest are, yet a sum of many such masks stays finite
